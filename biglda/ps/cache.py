@@ -1,0 +1,126 @@
+"""The worker-side cache of one document shard: its local vocabulary and its rows of ``n_wk``.
+
+A shard's tokens are remapped once to local word ids ``0..V_local-1`` (``vocab`` holds the
+global id of each, sorted), so the sampler works on a dense ``[V_local, K]`` block: the rows this
+shard needs, nothing else. The sampler applies the shard's own moves to the block in place (a
+worker always sees its own updates); :meth:`ShardCache.push` sends this clock's delta, split by
+table shard, one call per table shard; :meth:`ShardCache.refresh` pulls what *other* shards
+changed since the last pull (merged deltas restricted to this vocabulary, see
+:class:`biglda.ps.server.PSShard`) and adds it. So the block always equals: the server's rows as
+of the last pull + this shard's moves since — exactly what SSP asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from biglda.ps._kernels import add_coo
+from biglda.ps.calls import call_all
+
+
+class ShardCache:
+    """Cached rows of one document shard.
+
+    Parameters
+    ----------
+    shard : the document shard's index (its identity for pushes and pulls).
+    tokens : int32 [N] global word ids of the shard.
+    bounds : int64 [A+1] row boundaries of the table shards.
+    n_topics : K.
+
+    Attributes
+    ----------
+    vocab : int32 [V_local] sorted global ids of the words in the shard.
+    tokens : int32 [N] local ids (rows of ``n_wk``).
+    n_wk : int32 [V_local, K].  n_k : int64 [K] (global totals as seen by this shard).
+    """
+
+    def __init__(self, shard: int, tokens: np.ndarray, bounds: np.ndarray, n_topics: int) -> None:
+        self.shard = int(shard)
+        vocab, local = np.unique(np.asarray(tokens), return_inverse=True)
+        self.vocab = vocab.astype(np.int32)
+        self.tokens = local.astype(np.int32).reshape(-1)
+        self.bounds = np.asarray(bounds, dtype=np.int64)
+        self.n_topics = int(n_topics)
+        # local ids [split[a], split[a+1]) live on table shard a
+        self.split = np.searchsorted(self.vocab, self.bounds).astype(np.int64)
+        self.split[0], self.split[-1] = 0, len(self.vocab)
+        self.n_wk = np.zeros((len(self.vocab), self.n_topics), dtype=np.int32)
+        self.n_k = np.zeros(self.n_topics, dtype=np.int64)
+        self.versions = [0] * (len(self.bounds) - 1)
+        self.bytes_pulled = 0
+        self.bytes_pushed = 0
+
+    @property
+    def n_local(self) -> int:
+        return len(self.vocab)
+
+    def _by_table_shard(self, words: np.ndarray, *arrays: np.ndarray) -> list[tuple]:
+        """Split a COO delta (local word ids) into one part per table shard (global ids)."""
+        n_parts = len(self.bounds) - 1
+        if n_parts == 1:
+            return [(self.vocab[words], *arrays)]
+        part = np.searchsorted(self.split, words, side="right") - 1
+        order = np.argsort(part, kind="stable")
+        cuts = np.searchsorted(part[order], np.arange(n_parts + 1))
+        out = []
+        for a in range(n_parts):
+            idx = order[cuts[a]:cuts[a + 1]]
+            out.append((self.vocab[words[idx]], *(x[idx] for x in arrays)))
+        return out
+
+    def push(self, actors: Sequence[Any], clock: int, words: np.ndarray, topics: np.ndarray,
+             counts: np.ndarray, timeout: float, log: bool = True) -> int:
+        """Push this clock's delta (local word ids): one call per table shard; return bytes sent."""
+        words = np.asarray(words, dtype=np.int64)
+        topics = np.asarray(topics, dtype=np.int32)
+        counts = np.asarray(counts, dtype=np.int32)
+        futs, sent = [], 0
+        for actor, (w, t, c) in zip(actors, self._by_table_shard(words, topics, counts),
+                                    strict=True):
+            w = w.astype(np.int32)
+            sent += w.nbytes + t.nbytes + c.nbytes
+            futs.append(actor.push(self.shard, clock, w, t, c, log=log))
+        call_all(futs, timeout, f"shard {self.shard}: push of clock {clock}")
+        self.bytes_pushed += sent
+        return sent
+
+    def push_counts(self, actors: Sequence[Any], clock: int, n_wk_local: np.ndarray,
+                    timeout: float) -> int:
+        """Push a dense local count block (the initial recount of ``z``) as COO, not logged."""
+        words, topics = np.nonzero(n_wk_local)
+        counts = n_wk_local[words, topics]
+        return self.push(actors, clock, words, topics, counts, timeout, log=False)
+
+    def attach(self, actors: Sequence[Any], timeout: float) -> int:
+        """Fetch this shard's rows from every table shard (first pull); return bytes received."""
+        futs = [actor.attach(self.shard, self.vocab[self.split[a]:self.split[a + 1]])
+                for a, actor in enumerate(actors)]
+        got = 0
+        self.n_k[:] = 0
+        for a, (version, rows, nk) in enumerate(
+                call_all(futs, timeout, f"shard {self.shard}: attach")):
+            self.n_wk[self.split[a]:self.split[a + 1]] = rows
+            self.n_k += nk
+            self.versions[a] = int(version)
+            got += rows.nbytes + nk.nbytes
+        self.bytes_pulled += got
+        return got
+
+    def refresh(self, actors: Sequence[Any], timeout: float) -> int:
+        """Pull other shards' changes since the last pull and add them; return bytes received."""
+        futs = [actor.pull(self.shard, self.versions[a]) for a, actor in enumerate(actors)]
+        got = 0
+        for a, (version, words, topics, counts, dk) in enumerate(
+                call_all(futs, timeout, f"shard {self.shard}: pull")):
+            if len(words):
+                local = np.searchsorted(self.vocab, words)
+                add_coo(self.n_wk, local, topics, counts)
+            self.n_k += dk
+            self.versions[a] = int(version)
+            got += words.nbytes + topics.nbytes + counts.nbytes + dk.nbytes
+        self.bytes_pulled += got
+        return got

@@ -1,0 +1,55 @@
+"""Calls to actors and futures with a timeout and a clear :class:`ClusterError`.
+
+A call to an actor whose worker was lost otherwise hangs forever; every call made by the
+trainer goes through :func:`call` / :func:`call_all`, which turn a timeout or a lost
+connection into one line that says which call failed and why.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from biglda.errors import ClusterError
+
+_LOST = (OSError, EOFError, ConnectionError)
+
+
+def _fail(what: str, exc: BaseException, timeout: float) -> ClusterError:
+    if isinstance(exc, TimeoutError):
+        return ClusterError(f"{what}: no answer within {timeout:g} s (a worker may have been lost)")
+    return ClusterError(f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+
+
+def call(actor_future: Any, timeout: float, what: str) -> Any:
+    """``actor_future.result(timeout)``, raising :class:`ClusterError` on timeout or a lost worker."""
+    try:
+        return actor_future.result(timeout=timeout)
+    except (TimeoutError, *_LOST) as exc:
+        raise _fail(what, exc, timeout) from None
+    except RuntimeError as exc:  # distributed: "Worker holding Actor was lost"
+        if "lost" in str(exc).lower():
+            raise _fail(what, exc, timeout) from None
+        raise
+
+
+def call_all(actor_futures: Sequence[Any], timeout: float, what: str) -> list[Any]:
+    """Results of several actor calls issued together, all within one ``timeout``."""
+    deadline = time.monotonic() + timeout
+    out = []
+    for fut in actor_futures:
+        out.append(call(fut, max(0.001, deadline - time.monotonic()), what))
+    return out
+
+
+def future_results(futures: Sequence[Any], timeout: float, what: str) -> list[Any]:
+    """Results of Dask futures within ``timeout``, else :class:`ClusterError`."""
+    deadline = time.monotonic() + timeout
+    out = []
+    for fut in futures:
+        try:
+            out.append(fut.result(timeout=max(0.001, deadline - time.monotonic())))
+        except (TimeoutError, *_LOST) as exc:
+            raise _fail(what, exc, timeout) from None
+    return out

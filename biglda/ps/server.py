@@ -1,0 +1,354 @@
+"""The parameter server: Dask actors holding row ranges of ``n_wk``, and the SSP clock.
+
+Two actor classes:
+
+* :class:`PSShard` — rows ``[row_start, row_stop)`` of the word-topic table ``n_wk`` (int32)
+  and their column sums (this actor's part of ``n_k``; the global ``n_k`` is the sum of the
+  parts). Pushes are pre-aggregated COO deltas, one per (worker shard, table shard, clock),
+  idempotent: the actor keeps the last applied clock of every worker shard and ignores a push
+  whose clock is not newer. Every applied push is also kept in a short log, so a worker shard
+  pulls only what *other* shards changed since its last pull, restricted to its own vocabulary
+  and merged into one delta ("move as little as possible": a delta of a clock is typically
+  much smaller than the rows it touches once K is in the hundreds). The log is trimmed to what
+  some shard has not acknowledged yet. The actor also keeps the word part of the
+  log-likelihood, Σ lgamma(n_wk + β) − lgamma(β), up to date incrementally (exact: each
+  applied entry adds lgamma(new+β) − lgamma(old+β)), and snapshots it with its ``n_k`` part the
+  moment every shard's push of a clock has arrived; under BSP this is exactly the table after
+  that clock.
+* :class:`ClockServer` — the SSP clocks (Ho et al. 2013). ``completed[j]`` is the number of
+  sweeps shard ``j`` has finished. A shard about to start clock ``c`` waits (an ``async``
+  method, so waiting callers never block the actor) until ``min_j completed[j] >= c - s``.
+  It records when each shard started each clock (and the slowest clock at that moment), so
+  tests check the bound from the record, and it collects the per-shard statistics the driver
+  turns into metrics records.
+
+Actor methods are vectorized and short: the hot paths are one numba loop over a delta
+(``_kernels``), never ``np.add.at``. Sync methods of all actors on one worker share one thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from biglda.errors import ConfigError
+from biglda.ps._kernels import apply_delta_ll, merge_coo
+
+INIT_CLOCK_FLAG = "init"
+
+
+class PSShard:
+    """Rows ``[row_start, row_stop)`` of ``n_wk`` and their part of ``n_k`` (a Dask actor).
+
+    Parameters
+    ----------
+    index, row_start, row_stop : which table shard and which global word ids it holds.
+    n_topics : K.  n_shards : number of worker (document) shards that push to it.
+    beta : the topic-word prior (for the incremental log-likelihood).
+
+    Examples
+    --------
+    >>> ps = PSShard(0, 0, 3, n_topics=2, n_shards=1, beta=0.1)
+    >>> ps.push(0, 0, np.array([1]), np.array([0]), np.array([2]))
+    True
+    >>> ps.push(0, 0, np.array([1]), np.array([0]), np.array([2]))  # repeated: ignored
+    False
+    >>> int(ps.n_wk[1, 0]), int(ps.n_k[0])
+    (2, 2)
+    """
+
+    def __init__(self, index: int, row_start: int, row_stop: int, n_topics: int,
+                 n_shards: int, beta: float) -> None:
+        self.index = int(index)
+        self.row_start = int(row_start)
+        self.row_stop = int(row_stop)
+        self.n_topics = int(n_topics)
+        self.n_shards = int(n_shards)
+        self.beta = float(beta)
+        self.n_wk = np.zeros((self.row_stop - self.row_start, self.n_topics), dtype=np.int32)
+        self.n_k = np.zeros(self.n_topics, dtype=np.int64)
+        self.row_ll = 0.0  # Σ over entries of lgamma(n + β) − lgamma(β)
+        self.applied = np.full(self.n_shards, -(2**62), dtype=np.int64)  # last clock per shard
+        self.version = 0
+        # log entries: (version, shard, rows (local), topics, counts, dk)
+        self._log: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._acked = np.full(self.n_shards, -1, dtype=np.int64)  # version each shard has
+        self._masks: dict[int, np.ndarray] = {}
+        self._snap_clock = -(2**62)
+        self._snapshots: dict[int, tuple[float, np.ndarray]] = {}
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.n_pushes = 0
+        self.n_ignored = 0
+
+    # -- pushes -------------------------------------------------------------------------
+    def push(self, shard: int, clock: int, words: np.ndarray, topics: np.ndarray,
+             counts: np.ndarray, log: bool = True) -> bool:
+        """Apply one shard's aggregated delta of one clock; return False if it was a repeat.
+
+        ``words`` are global word ids inside this actor's row range. ``log=False`` (the initial
+        recount) applies without logging: every shard attaches after all initial pushes.
+        """
+        shard, clock = int(shard), int(clock)
+        self.bytes_in += words.nbytes + topics.nbytes + counts.nbytes
+        if clock <= self.applied[shard]:
+            self.n_ignored += 1
+            return False
+        rows = np.asarray(words, dtype=np.int64) - self.row_start
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(self.n_wk)):
+            raise ValueError(f"push to table shard {self.index} has word ids outside "
+                             f"[{self.row_start}, {self.row_stop})")
+        topics = np.asarray(topics)
+        counts = np.asarray(counts, dtype=np.int32)
+        self.row_ll += apply_delta_ll(self.n_wk, rows, topics, counts, self.beta)
+        dk = np.bincount(topics, weights=counts, minlength=self.n_topics).astype(np.int64)
+        self.n_k += dk
+        self.applied[shard] = clock
+        self.n_pushes += 1
+        if log:
+            self.version += 1
+            self._log.append((self.version, shard, rows.astype(np.int32), topics.astype(np.int32),
+                              counts, dk))
+        low = int(self.applied.min())
+        if low > self._snap_clock:
+            self._snap_clock = low
+            self._snapshots[low] = (self.row_ll, self.n_k.copy())
+        return True
+
+    # -- pulls --------------------------------------------------------------------------
+    def attach(self, shard: int, words: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """Register a shard's vocabulary in this range; return ``(version, rows, n_k part)``.
+
+        ``words``: sorted unique global ids in this range. Later :meth:`pull` calls return only
+        changes to these rows.
+        """
+        rows = np.asarray(words, dtype=np.int64) - self.row_start
+        mask = np.zeros(len(self.n_wk), dtype=bool)
+        mask[rows] = True
+        self._masks[int(shard)] = mask
+        self._acked[int(shard)] = self.version
+        out = self.n_wk[rows]
+        self.bytes_out += out.nbytes + self.n_k.nbytes
+        return self.version, out, self.n_k.copy()
+
+    def pull(self, shard: int, since: int
+             ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What other shards changed after version ``since``, on this shard's rows, merged.
+
+        Returns ``(version, words (global), topics, counts, dk)``; ``dk`` is the change of this
+        actor's ``n_k`` part by other shards (over all rows, not only the shard's). Calling it
+        again with the same ``since`` returns the same changes (a retried pull loses nothing);
+        passing ``since`` acknowledges everything up to it, which lets the log be trimmed.
+        """
+        shard, since = int(shard), int(since)
+        self._acked[shard] = max(self._acked[shard], since)
+        mask = self._masks.get(shard)
+        if mask is None:
+            raise RuntimeError(f"shard {shard} pulled from table shard {self.index} before attach")
+        parts = [e for e in self._log if e[0] > since and e[1] != shard]
+        dk = np.zeros(self.n_topics, dtype=np.int64)
+        if parts:
+            rows = np.concatenate([e[2] for e in parts])
+            topics = np.concatenate([e[3] for e in parts])
+            counts = np.concatenate([e[4] for e in parts])
+            for e in parts:
+                dk += e[5]
+            keep = mask[rows]
+            rows, topics, counts = merge_coo(rows[keep], topics[keep], counts[keep],
+                                             self.n_topics)
+        else:
+            rows = topics = counts = np.zeros(0, dtype=np.int32)
+        self._trim()
+        words = (rows + self.row_start).astype(np.int32)
+        self.bytes_out += words.nbytes + topics.nbytes + counts.nbytes + dk.nbytes
+        return self.version, words, topics.astype(np.int32), counts, dk
+
+    def _trim(self) -> None:
+        low = int(self._acked.min())
+        if self._log and self._log[0][0] <= low:
+            self._log = [e for e in self._log if e[0] > low]
+
+    # -- read-outs ----------------------------------------------------------------------
+    def snapshot(self, clock: int) -> tuple[float, np.ndarray] | None:
+        """``(row_ll, n_k part)`` when every shard's push of ``clock`` had arrived (popped)."""
+        snap = self._snapshots.pop(int(clock), None)
+        for c in [c for c in self._snapshots if c < int(clock)]:
+            del self._snapshots[c]
+        return snap
+
+    def table(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(row_start, n_wk rows, n_k part)`` — the whole shard (final model, tests)."""
+        return self.row_start, self.n_wk.copy(), self.n_k.copy()
+
+    def info(self) -> dict[str, Any]:
+        """Counters: bytes in/out, pushes applied/ignored, log length, applied clocks."""
+        return {"index": self.index, "rows": [self.row_start, self.row_stop],
+                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+                "pushes": self.n_pushes, "ignored": self.n_ignored,
+                "log_entries": len(self._log), "applied": self.applied.tolist(),
+                "row_ll": self.row_ll, "nbytes": int(self.n_wk.nbytes)}
+
+
+class ClockServer:
+    """SSP clocks of all worker shards, their start times and per-clock statistics (an actor).
+
+    ``completed[j] = -1`` until shard ``j`` has pushed its initial counts; then it is the number
+    of sweeps it finished (it starts at ``start_clock`` on resume).
+    """
+
+    def __init__(self, n_shards: int, staleness: float, start_clock: int = 0) -> None:
+        self.n_shards = int(n_shards)
+        self.staleness = float(staleness)
+        self.start_clock = int(start_clock)
+        self.completed = np.full(self.n_shards, -1, dtype=np.int64)
+        self.stop_at = 2**62
+        self.starts: list[tuple[int, int, float, int]] = []  # (shard, clock, time, min clock)
+        self.stats: dict[int, dict[int, dict]] = {}
+        self._event: asyncio.Event | None = None
+
+    def _notify(self) -> None:
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def _changed(self, timeout: float) -> None:
+        if self._event is None:
+            self._event = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def _may_start(self, clock: int) -> bool:
+        low = int(self.completed.min())
+        if low < self.start_clock:  # somebody has not pushed its initial counts yet
+            return False
+        return self.staleness == math.inf or low >= clock - self.staleness
+
+    async def wait(self, shard: int, clock: int, timeout: float = 5.0) -> str:
+        """Wait until shard ``shard`` may start ``clock``: ``"go"``, ``"stop"`` or ``"wait"``.
+
+        ``"wait"`` means ``timeout`` seconds passed; the caller asks again (so a call never
+        outlives the caller's own timeout).
+        """
+        shard, clock = int(shard), int(clock)
+        deadline = time.monotonic() + timeout
+        while True:
+            if clock >= self.stop_at:
+                return "stop"
+            if self._may_start(clock):
+                self.starts.append((shard, clock, time.time(), int(self.completed.min())))
+                return "go"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "wait"
+            await self._changed(left)
+
+    async def tick(self, shard: int, completed: int, stats: dict | None = None) -> None:
+        """Shard ``shard`` has finished ``completed`` sweeps (pushes done); keep its stats."""
+        shard, completed = int(shard), int(completed)
+        self.completed[shard] = max(self.completed[shard], completed)
+        if stats is not None:
+            self.stats.setdefault(completed - 1, {})[shard] = stats
+        self._notify()
+
+    async def iteration(self, clock: int, timeout: float = 5.0) -> dict[int, dict] | None:
+        """Per-shard stats of ``clock`` once every shard finished it; None after ``timeout``."""
+        clock = int(clock)
+        deadline = time.monotonic() + timeout
+        while True:
+            if int(self.completed.min()) > clock:
+                return self.stats.pop(clock, {})
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            await self._changed(left)
+
+    async def stop(self, at: int) -> int:
+        """Ask every shard to stop before starting clock ``at``; return the effective stop."""
+        self.stop_at = min(self.stop_at, int(at))
+        self._notify()
+        return self.stop_at
+
+    async def state(self) -> dict[str, Any]:
+        """Clocks, stop clock and recorded start times (for tests and the driver)."""
+        return {"completed": self.completed.tolist(), "stop_at": self.stop_at,
+                "starts": list(self.starts), "staleness": self.staleness}
+
+
+# ----------------------------------------------------------------------------- placement
+
+
+@dataclass(frozen=True)
+class ParameterServer:
+    """Handles of a running parameter server: table-shard actors, their row bounds, the clock."""
+
+    shards: tuple[Any, ...]          # PSShard actors
+    bounds: np.ndarray               # int64 [n_table_shards + 1] row boundaries
+    clock: Any                       # ClockServer actor
+    workers: tuple[str, ...]         # worker address of each table shard
+
+
+def row_bounds(n_words: int, n_parts: int) -> np.ndarray:
+    """Boundaries of ``n_parts`` contiguous row ranges of about equal size (int64 [n_parts+1])."""
+    n_parts = max(1, min(int(n_parts), int(n_words)))
+    return np.linspace(0, n_words, n_parts + 1).round().astype(np.int64)
+
+
+def table_bytes_per_worker(n_words: int, n_topics: int, n_table_shards: int) -> int:
+    """Bytes of the largest table shard (int32 rows)."""
+    rows = -(-int(n_words) // max(1, int(n_table_shards)))
+    return rows * int(n_topics) * 4
+
+
+def check_table_fits(n_words: int, n_topics: int, memory_limits: dict[str, int],
+                     cache_rows_per_worker: int = 0, fraction: float = 0.5) -> None:
+    """Raise :class:`ConfigError` if a table shard plus the worker caches cannot fit.
+
+    Each worker holds one table shard (``ceil(V / W)`` rows of K int32) and the cached rows of
+    its document shards (``cache_rows_per_worker`` rows). They must fit in ``fraction`` of the
+    smallest worker memory limit (the rest is for tokens, ``z``, Dask and deltas in flight).
+    Workers without a memory limit (0 or None) are not checked.
+    """
+    limits = [int(v) for v in memory_limits.values() if v]
+    if not limits:
+        return
+    n_workers = len(memory_limits)
+    limit = min(limits)
+    rows = -(-int(n_words) // n_workers) + int(cache_rows_per_worker)
+    need = rows * int(n_topics) * 4
+    budget = fraction * limit
+    if need <= budget:
+        return
+    k_max = int(budget // (rows * 4))
+    gib = 2.0**30
+    raise ConfigError(
+        f"the word-topic table does not fit: V={n_words} x K={n_topics} needs "
+        f"{need / gib:.2f} GiB per worker on {n_workers} workers (table shard + row cache) but "
+        f"only {budget / gib:.2f} GiB ({fraction:.0%} of the {limit / gib:.2f} GiB memory limit) "
+        f"is available; K <= {k_max} fits, or add workers/memory"
+    )
+
+
+def start_parameter_server(client: Any, n_words: int, n_topics: int, n_shards: int,
+                           beta: float, staleness: float, workers: list[str],
+                           start_clock: int = 0, timeout: float = 60.0) -> ParameterServer:
+    """Create one :class:`PSShard` per worker (row ranges of ``n_wk``) and a :class:`ClockServer`.
+
+    ``workers``: addresses to place table shards on, one each; the clock goes on the first.
+    """
+    bounds = row_bounds(n_words, len(workers))
+    futs = [client.submit(PSShard, i, int(bounds[i]), int(bounds[i + 1]), n_topics, n_shards,
+                          beta, actor=True, workers=[w], allow_other_workers=False, pure=False)
+            for i, w in enumerate(workers[:len(bounds) - 1])]
+    clock_fut = client.submit(ClockServer, n_shards, staleness, start_clock, actor=True,
+                              workers=[workers[0]], allow_other_workers=False, pure=False)
+    from biglda.ps.calls import future_results
+    actors = future_results(futs + [clock_fut], timeout, "starting the parameter server")
+    return ParameterServer(shards=tuple(actors[:-1]), bounds=bounds, clock=actors[-1],
+                           workers=tuple(workers[:len(bounds) - 1]))
