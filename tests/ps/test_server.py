@@ -157,7 +157,7 @@ def test_caches_on_a_real_cluster_match_the_recount(local_cluster):
         caches.append(cache)
         tables.append(local)
     truth = np.zeros((n_words, K), dtype=np.int64)
-    for cache, local in zip(caches, tables):
+    for cache, local in zip(caches, tables, strict=True):
         truth[cache.vocab] += local
         cache.attach(ps.shards, timeout=30)
     for cache in caches:  # both inits were pushed before either attached: exact rows
