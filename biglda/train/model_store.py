@@ -60,8 +60,8 @@ def save_model(
         g = zarr.open_group(tmp, mode="w")
         g.create_array("n_wk", data=n_wk, chunks=(min(n_words, max(1, 2**22 // n_topics)), n_topics))
         g.create_array("n_k", data=n_wk.sum(axis=0, dtype=np.int64))
-        g.create_array("vocab", data=np.asarray(vocab).astype(str))
-        g.create_array("doc_ids", data=doc_ids if n_docs else np.zeros(0, dtype=str))
+        _write_strings(g, "vocab", np.asarray(vocab).astype(str))
+        _write_strings(g, "doc_ids", doc_ids)
         rows = max(1, min(n_docs, 2**22 // n_topics))
         dk = g.create_array("n_dk", shape=(n_docs, n_topics), dtype=np.int32,
                             chunks=(rows, n_topics), fill_value=0)
@@ -94,6 +94,15 @@ def save_model(
         }
         meta.update(attrs or {})
         g.attrs.update(meta)
+
+
+def _write_strings(g: zarr.Group, name: str, values: np.ndarray) -> None:
+    # Variable-length strings (zarr's "string" dtype), like the corpus store: numpy's
+    # fixed-width "<U" arrays have no Zarr v3 spec and zarr warns on every write.
+    arr = g.create_array(name, shape=(len(values),), dtype=str,
+                         chunks=(max(1, min(len(values), 2**20)),))
+    if len(values):
+        arr[:] = values
 
 
 def open_model_group(url: str) -> zarr.Group:
