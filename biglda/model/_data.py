@@ -1,0 +1,192 @@
+"""Turning user inputs (texts, corpora, arrays, sparse matrices) into model word ids.
+
+Every input ends up as ``Docs``: ``tokens`` int32 ids into the *model's* vocabulary,
+``doc_ptr`` int64[D+1], plus how many input tokens were dropped because the model does
+not know their word. Unknown words are dropped before anything else happens (fold-in,
+the even/odd split of document completion), and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from biglda.errors import ConfigError, InputError
+
+
+@dataclass
+class Docs:
+    """Documents as model word ids."""
+
+    tokens: np.ndarray  # int32[N] ids into the model vocabulary
+    doc_ptr: np.ndarray  # int64[D+1]
+    n_unknown: int = 0  # input tokens dropped: word not in the model's vocabulary
+    doc_ids: np.ndarray | None = None
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_ptr) - 1
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.doc_ptr[-1])
+
+    def slice(self, start: int, stop: int) -> Docs:
+        a, b = int(self.doc_ptr[start]), int(self.doc_ptr[stop])
+        return Docs(self.tokens[a:b], self.doc_ptr[start:stop + 1] - a, 0,
+                    None if self.doc_ids is None else self.doc_ids[start:stop])
+
+    def batches(self, batch_tokens: int) -> Iterator[tuple[int, int]]:
+        """Document ranges ``(start, stop)`` of about ``batch_tokens`` tokens each."""
+        n = self.n_docs
+        start = 0
+        while start < n:
+            target = self.doc_ptr[start] + max(1, batch_tokens)
+            stop = int(np.searchsorted(self.doc_ptr, target, side="left"))
+            stop = min(max(stop, start + 1), n)
+            yield start, stop
+            start = stop
+
+
+def str_array(values: Any) -> np.ndarray:
+    """A numpy ``<U`` array of ``values`` (also from zarr/NumPy ``StringDType`` arrays,
+    which ``astype(str)`` refuses)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind == "U":
+        return arr
+    return np.array([str(v) for v in arr.tolist()], dtype=str) if arr.size else np.zeros(0, str)
+
+
+def vocab_map(source_vocab: np.ndarray, model_vocab: np.ndarray) -> np.ndarray:
+    """Model id of each source word (int64[V_source]), -1 where the model lacks the word.
+
+    Examples
+    --------
+    >>> vocab_map(np.array(["b", "x", "a"]), np.array(["a", "b", "c"])).tolist()
+    [1, -1, 0]
+    """
+    model_vocab = str_array(model_vocab)
+    source_vocab = str_array(source_vocab)
+    order = np.argsort(model_vocab, kind="stable")
+    sorted_vocab = model_vocab[order]
+    if len(sorted_vocab) == 0:
+        return np.full(len(source_vocab), -1, dtype=np.int64)
+    pos = np.searchsorted(sorted_vocab, source_vocab)
+    pos = np.minimum(pos, len(sorted_vocab) - 1)
+    found = sorted_vocab[pos] == source_vocab
+    return np.where(found, order[pos], -1).astype(np.int64)
+
+
+def remap(tokens: np.ndarray, doc_ptr: np.ndarray, id_map: np.ndarray) -> Docs:
+    """Apply ``id_map`` to tokens, dropping (and counting) those mapped to -1."""
+    tokens = np.asarray(tokens)
+    doc_ptr = np.asarray(doc_ptr, dtype=np.int64)
+    new = id_map[tokens] if len(tokens) else np.zeros(0, dtype=np.int64)
+    keep = new >= 0
+    kept_before = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    return Docs(new[keep].astype(np.int32), kept_before[doc_ptr], int((~keep).sum()))
+
+
+def _is_corpus(obj: Any) -> bool:
+    return all(hasattr(obj, a) for a in ("doc_ptr", "vocab", "read_tokens"))
+
+
+def open_corpus(source: Any) -> Any:
+    """A :class:`biglda.corpus.Corpus` from a Corpus or a URL."""
+    if _is_corpus(source):
+        return source
+    if isinstance(source, str | bytes) or hasattr(source, "__fspath__"):
+        from biglda.corpus import Corpus
+
+        return Corpus.open(str(source))
+    raise InputError(f"expected a corpus or a corpus URL, got {type(source).__name__}")
+
+
+def corpus_arrays(source: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(tokens, doc_ptr, vocab, doc_ids)`` of a Corpus, a URL, or a ``(tokens, doc_ptr,
+    vocab)`` tuple, in the source's own word ids."""
+    if isinstance(source, tuple):
+        if len(source) != 3:
+            raise InputError("a corpus tuple must be (tokens, doc_ptr, vocab)")
+        tokens, doc_ptr, vocab = source
+        return (np.asarray(tokens), np.asarray(doc_ptr, dtype=np.int64),
+                str_array(vocab), None)
+    corpus = open_corpus(source)
+    doc_ptr = np.asarray(corpus.doc_ptr, dtype=np.int64)
+    tokens = np.asarray(corpus.read_tokens(0, int(doc_ptr[-1])))
+    return tokens, doc_ptr, str_array(corpus.vocab), str_array(corpus.doc_ids)
+
+
+def docs_from_corpus(source: Any, model_vocab: np.ndarray) -> Docs:
+    """A corpus (any form :func:`corpus_arrays` takes) mapped onto the model's words."""
+    tokens, doc_ptr, vocab, doc_ids = corpus_arrays(source)
+    docs = remap(tokens, doc_ptr, vocab_map(vocab, model_vocab))
+    docs.doc_ids = doc_ids
+    return docs
+
+
+def docs_from_sparse(x: Any, n_words: int, id_map: np.ndarray | None = None) -> Docs:
+    """Rows of a document-term count matrix (columns mapped by ``id_map`` if given)."""
+    import scipy.sparse as sp
+
+    x = sp.csr_matrix(x)
+    if id_map is None and x.shape[1] != n_words:
+        raise InputError(f"matrix has {x.shape[1]} columns, the model has {n_words} words")
+    x.sum_duplicates()
+    counts = x.data
+    if counts.size and (np.any(counts < 0) or np.any(counts != np.round(counts))):
+        raise InputError("a document-term matrix must hold non-negative integer counts")
+    counts = counts.astype(np.int64)
+    cols = np.repeat(x.indices.astype(np.int64), counts)
+    rows = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
+    row_tokens = np.bincount(rows, weights=counts, minlength=x.shape[0]).astype(np.int64)
+    doc_ptr = np.zeros(x.shape[0] + 1, dtype=np.int64)
+    np.cumsum(row_tokens, out=doc_ptr[1:])
+    if id_map is None:
+        return Docs(cols.astype(np.int32), doc_ptr)
+    return remap(cols, doc_ptr, id_map)
+
+
+def docs_from_texts(texts: Iterable[str], tokenizer_settings: dict,
+                    model_vocab: np.ndarray) -> Docs:
+    """Tokenize raw texts like the training corpus was tokenized, then map to model ids."""
+    from biglda.corpus import Tokenizer
+
+    tokenizer = Tokenizer.from_settings(dict(tokenizer_settings or {}))
+    index = {w: i for i, w in enumerate(str_array(model_vocab).tolist())}
+    ids: list[int] = []
+    doc_ptr = [0]
+    n_unknown = 0
+    for text in texts:
+        if not isinstance(text, str):
+            raise InputError(f"expected documents as strings, got {type(text).__name__}")
+        for word in tokenizer.tokenize(text):
+            i = index.get(word)
+            if i is None:
+                n_unknown += 1
+            else:
+                ids.append(i)
+        doc_ptr.append(len(ids))
+    return Docs(np.asarray(ids, dtype=np.int32), np.asarray(doc_ptr, dtype=np.int64), n_unknown)
+
+
+def as_docs(docs: Any, model_vocab: np.ndarray, tokenizer_settings: dict) -> Docs:
+    """Any supported input to :class:`Docs` (see ``TopicModel.transform``)."""
+    import scipy.sparse as sp
+
+    if isinstance(docs, Docs):
+        return docs
+    if isinstance(docs, str):
+        return docs_from_texts([docs], tokenizer_settings, model_vocab)
+    if sp.issparse(docs):
+        return docs_from_sparse(docs, len(model_vocab))
+    if isinstance(docs, tuple) or _is_corpus(docs):
+        return docs_from_corpus(docs, model_vocab)
+    if isinstance(docs, Iterable):
+        return docs_from_texts(docs, tokenizer_settings, model_vocab)
+    raise ConfigError(f"cannot infer topics for a {type(docs).__name__}: pass strings, "
+                      "a Corpus, a (tokens, doc_ptr, vocab) tuple or a sparse matrix")

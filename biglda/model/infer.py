@@ -1,0 +1,145 @@
+"""Batched fold-in inference and document completion, locally or on Dask.
+
+The kernels live in :mod:`biglda.samplers.foldin`; this module splits the documents
+into batches of about ``batch_tokens`` tokens, runs the batches (in this process, on a
+thread pool, or as Dask tasks when a ``client`` is given) and puts the results back in
+document order. Every document's random stream is keyed by (seed, its global index),
+so the output does not depend on the batching or on where a batch ran.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from biglda.model._data import Docs
+from biglda.samplers import foldin as _foldin
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_TOKENS = 1_000_000
+
+
+def split_even_odd(tokens: np.ndarray, doc_ptr: np.ndarray) -> tuple[Docs, Docs]:
+    """Split each document by token position: even positions (0, 2, 4, ...) and odd ones.
+
+    Examples
+    --------
+    >>> ev, od = split_even_odd(np.array([5, 6, 7, 8, 9]), np.array([0, 3, 5]))
+    >>> ev.tokens.tolist(), ev.doc_ptr.tolist(), od.tokens.tolist(), od.doc_ptr.tolist()
+    ([5, 7, 8], [0, 2, 3], [6, 9], [0, 1, 2])
+    """
+    tokens = np.asarray(tokens, dtype=np.int32)
+    doc_ptr = np.asarray(doc_ptr, dtype=np.int64)
+    lengths = np.diff(doc_ptr)
+    position = np.arange(len(tokens), dtype=np.int64) - np.repeat(doc_ptr[:-1], lengths)
+    even = position % 2 == 0
+    n_even = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(even, out=n_even[1:])
+    even_ptr = n_even[doc_ptr]
+    odd_ptr = doc_ptr - even_ptr
+    return Docs(tokens[even], even_ptr), Docs(tokens[~even], odd_ptr)
+
+
+def _foldin_task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, burn_in, samples, seed):
+    index = np.arange(first_doc, first_doc + len(doc_ptr) - 1, dtype=np.int64)
+    return _foldin.foldin_theta(tokens, doc_ptr, phi_wk, prior_cdf, alpha, burn_in=burn_in,
+                                samples=samples, seed=seed, doc_index=index)
+
+
+def _completion_task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, burn_in, samples,
+                     seed):
+    """Per-document (log-likelihood of the odd tokens, number of odd tokens)."""
+    observed, scored = split_even_odd(tokens, doc_ptr)
+    theta = _foldin_task(observed.tokens, observed.doc_ptr, first_doc, phi_wk, prior_cdf, alpha,
+                         burn_in, samples, seed)
+    ll = _foldin.score_tokens(scored.tokens, scored.doc_ptr, theta, phi_wk)
+    return ll, np.diff(scored.doc_ptr)
+
+
+def _left_to_right_task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, particles, _unused,
+                        seed):
+    index = np.arange(first_doc, first_doc + len(doc_ptr) - 1, dtype=np.int64)
+    ll = _foldin.left_to_right_loglik(tokens, doc_ptr, phi_wk, alpha, particles=particles,
+                                      seed=seed, doc_index=index)
+    return ll, np.diff(doc_ptr)
+
+
+def map_batches(
+    task: Callable[..., Any],
+    docs: Docs,
+    phi_wk: np.ndarray,
+    prior_cdf: np.ndarray,
+    alpha: np.ndarray,
+    params: tuple,
+    *,
+    client: Any = None,
+    n_jobs: int = 1,
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+) -> list[Any]:
+    """Run ``task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, *params)`` per batch.
+
+    Results come back in document order. With ``client`` (a ``distributed.Client``) the
+    model arrays are scattered once to every worker and each batch is one task;
+    otherwise batches run here, on ``n_jobs`` threads (the kernels release the GIL).
+    """
+    ranges = list(docs.batches(batch_tokens))
+    t0 = time.perf_counter()
+    if client is not None:
+        shared = client.scatter([phi_wk, prior_cdf, alpha], broadcast=True)
+        futures = []
+        for start, stop in ranges:
+            part = docs.slice(start, stop)
+            futures.append(client.submit(task, part.tokens, part.doc_ptr, start, *shared,
+                                         *params, pure=False))
+        results = client.gather(futures)
+    else:
+        def run(rng: tuple[int, int]) -> Any:
+            part = docs.slice(*rng)
+            return task(part.tokens, part.doc_ptr, rng[0], phi_wk, prior_cdf, alpha, *params)
+
+        if n_jobs > 1 and len(ranges) > 1:
+            with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+                results = list(pool.map(run, ranges))
+        else:
+            results = [run(r) for r in ranges]
+    log.debug("%s: %d docs, %d tokens, %d batches in %.2fs", task.__name__, docs.n_docs,
+              docs.n_tokens, len(ranges), time.perf_counter() - t0)
+    return results
+
+
+def foldin(docs: Docs, phi_wk: np.ndarray, prior_cdf: np.ndarray, alpha: np.ndarray, *,
+           burn_in: int, samples: int, seed: int, **run: Any) -> np.ndarray:
+    """Doc-topic mixtures [D, K] of ``docs`` (see :func:`biglda.samplers.foldin.foldin_theta`)."""
+    n_topics = phi_wk.shape[1]
+    if docs.n_docs == 0:
+        return np.zeros((0, n_topics))
+    parts = map_batches(_foldin_task, docs, phi_wk, prior_cdf, alpha, (burn_in, samples, seed),
+                        **run)
+    return np.concatenate(parts, axis=0)
+
+
+def completion_loglik(docs: Docs, phi_wk: np.ndarray, prior_cdf: np.ndarray,
+                      alpha: np.ndarray, *, burn_in: int, samples: int, seed: int,
+                      **run: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per-document log-likelihood of the odd-position tokens and their counts."""
+    if docs.n_docs == 0:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    parts = map_batches(_completion_task, docs, phi_wk, prior_cdf, alpha,
+                        (burn_in, samples, seed), **run)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def left_to_right(docs: Docs, phi_wk: np.ndarray, prior_cdf: np.ndarray, alpha: np.ndarray, *,
+                  particles: int, seed: int, **run: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per-document left-to-right log p(w_d) and document lengths."""
+    if docs.n_docs == 0:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    parts = map_batches(_left_to_right_task, docs, phi_wk, prior_cdf, alpha,
+                        (particles, None, seed), **run)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
