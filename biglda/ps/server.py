@@ -185,6 +185,15 @@ class PSShard:
         """``(row_start, n_wk rows, n_k part)`` — the whole shard (final model, tests)."""
         return self.row_start, self.n_wk.copy(), self.n_k.copy()
 
+    def top_words(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``n`` largest rows of each topic here: ``(global word ids, counts)``, both [n, K]."""
+        n = min(int(n), len(self.n_wk))
+        if n == 0:
+            return np.zeros((0, self.n_topics), np.int64), np.zeros((0, self.n_topics), np.int32)
+        idx = np.argpartition(-self.n_wk, n - 1, axis=0)[:n]
+        counts = np.take_along_axis(self.n_wk, idx, axis=0)
+        return idx.astype(np.int64) + self.row_start, counts
+
     def info(self) -> dict[str, Any]:
         """Counters: bytes in/out, pushes applied/ignored, log length, applied clocks."""
         return {"index": self.index, "rows": [self.row_start, self.row_stop],
@@ -207,6 +216,8 @@ class ClockServer:
         self.start_clock = int(start_clock)
         self.completed = np.full(self.n_shards, -1, dtype=np.int64)
         self.stop_at = 2**62
+        self.started = np.full(self.n_shards, -1, dtype=np.int64)
+        self.notes: dict[int, dict] = {}
         self.starts: list[tuple[int, int, float, int]] = []  # (shard, clock, time, min clock)
         self.stats: dict[int, dict[int, dict]] = {}
         self._event: asyncio.Event | None = None
@@ -242,6 +253,7 @@ class ClockServer:
             if clock >= self.stop_at:
                 return "stop"
             if self._may_start(clock):
+                self.started[shard] = max(self.started[shard], clock)
                 self.starts.append((shard, clock, time.time(), int(self.completed.min())))
                 return "go"
             left = deadline - time.monotonic()
@@ -269,11 +281,28 @@ class ClockServer:
                 return None
             await self._changed(left)
 
-    async def stop(self, at: int) -> int:
-        """Ask every shard to stop before starting clock ``at``; return the effective stop."""
+    async def stop(self, at: int | None = None) -> int:
+        """Ask every shard to stop before starting clock ``at``; return the effective stop.
+
+        ``at=None``: as soon as possible without abandoning a sweep — one past the newest clock
+        any shard has started, so every shard ends with the same number of completed sweeps.
+        """
+        if at is None:
+            at = int(self.started.max()) + 1 if self.started.max() >= 0 else self.start_clock
         self.stop_at = min(self.stop_at, int(at))
         self._notify()
         return self.stop_at
+
+    async def clocks(self) -> list[int]:
+        """Completed clocks of every shard."""
+        return self.completed.tolist()
+
+    async def note(self, shard: int, info: dict) -> None:
+        """Keep a shard's free-form note (e.g. where it wrote its final checkpoint)."""
+        self.notes.setdefault(int(shard), {}).update(info)
+
+    async def get_notes(self) -> dict[int, dict]:
+        return dict(self.notes)
 
     async def state(self) -> dict[str, Any]:
         """Clocks, stop clock and recorded start times (for tests and the driver)."""

@@ -1,0 +1,103 @@
+"""Checkpoints of ``z``: a ``<model>.checkpoint.zarr`` group next to the output model.
+
+The parameter server is a function of all ``z`` (DESIGN.md, "Training state"), so ``z`` is all a
+checkpoint needs; resuming recounts the table from it. Layout (Zarr v3)::
+
+    attrs     format="biglda-checkpoint", n_topics, n_tokens, shards [[token_start, token_stop]],
+              clock (completed sweeps of the committed checkpoint, -1 = none yet), slot (0/1),
+              config, history (metrics records up to ``clock``)
+    slot0/<i> z of shard i (uint16/int32 [n_i])
+    slot1/<i> the other buffer
+
+Writes alternate between the two slots: every shard writes its ``z`` into the slot that is *not*
+committed, and the driver moves the ``clock``/``slot`` attributes only after every shard has
+reported its write. A run killed in the middle of a write leaves the committed slot untouched, so
+the previous checkpoint stays usable. (Under SSP with staleness ≥ twice the checkpoint period a
+fast shard may write the next-but-one checkpoint before a slow one finished the current; any
+``z`` is still a valid sampler state — the table is recounted — only its clock is approximate.)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import zarr
+
+from biglda.corpus.storage import exists, remove
+from biglda.errors import ConfigError, FormatError
+
+CHECKPOINT_FORMAT = "biglda-checkpoint"
+
+
+def checkpoint_url(out: str) -> str:
+    """``runs/x/model.zarr`` -> ``runs/x/model.checkpoint.zarr``."""
+    out = os.fspath(out).rstrip("/")
+    stem = out[:-5] if out.endswith(".zarr") else out
+    return f"{stem}.checkpoint.zarr"
+
+
+def create_checkpoint(url: str, shard_ranges: list[tuple[int, int]], n_topics: int,
+                      n_tokens: int, dtype: np.dtype, config: dict[str, Any]) -> None:
+    """Create an empty checkpoint store (replacing an old one) with both slots allocated."""
+    remove(url)
+    g = zarr.open_group(url, mode="w")
+    for slot in (0, 1):
+        sg = g.create_group(f"slot{slot}")
+        for i, (start, stop) in enumerate(shard_ranges):
+            n = stop - start
+            sg.create_array(str(i), shape=(n,), dtype=dtype, chunks=(max(1, min(n, 2**22)),),
+                            fill_value=0)
+    g.attrs.update({"format": CHECKPOINT_FORMAT, "n_topics": int(n_topics),
+                    "n_tokens": int(n_tokens), "shards": [list(map(int, r)) for r in shard_ranges],
+                    "clock": -1, "slot": 1, "config": config, "history": []})
+
+
+def write_shard_z(url: str, slot: int, shard: int, z: np.ndarray) -> None:
+    """Write one shard's ``z`` into ``slot`` (called on the worker that holds the shard)."""
+    arr = zarr.open_array(f"{url.rstrip('/')}/slot{slot}/{shard}", mode="r+")
+    arr[:] = z
+
+
+def commit(url: str, clock: int, slot: int, history: list[dict] | None = None) -> None:
+    """Make ``slot`` (written by every shard at ``clock``) the checkpoint to resume from."""
+    g = zarr.open_group(url, mode="r+")
+    attrs = {"clock": int(clock), "slot": int(slot)}
+    if history is not None:
+        attrs["history"] = history
+    g.attrs.update(attrs)
+
+
+def open_checkpoint(url: str, n_topics: int, n_tokens: int) -> dict[str, Any]:
+    """Attributes of a committed checkpoint that matches the corpus and K; else a BigLDAError."""
+    if not exists(url):
+        raise ConfigError(f"cannot resume: no checkpoint at {url}")
+    try:
+        attrs = dict(zarr.open_group(url, mode="r").attrs)
+    except Exception as exc:  # zarr raises several types for "not a group"
+        raise FormatError(f"{url}: not a biglda checkpoint ({type(exc).__name__})") from None
+    if attrs.get("format") != CHECKPOINT_FORMAT:
+        raise FormatError(f"{url}: not a biglda checkpoint")
+    if attrs.get("clock", -1) < 0:
+        raise ConfigError(f"cannot resume: the checkpoint {url} has no completed clock yet")
+    if attrs["n_topics"] != n_topics or attrs["n_tokens"] != n_tokens:
+        raise ConfigError(
+            f"cannot resume: the checkpoint {url} is for K={attrs['n_topics']} and "
+            f"{attrs['n_tokens']} tokens, this run has K={n_topics} and {n_tokens} tokens")
+    return attrs
+
+
+def read_z(url: str, attrs: dict[str, Any], token_start: int, token_stop: int) -> np.ndarray:
+    """``z`` of tokens ``[token_start, token_stop)`` from the committed slot (any shard plan)."""
+    g = zarr.open_group(url, mode="r")
+    slot = int(attrs["slot"])
+    parts = []
+    for i, (start, stop) in enumerate(attrs["shards"]):
+        lo, hi = max(start, token_start), min(stop, token_stop)
+        if lo < hi:
+            parts.append(np.asarray(g[f"slot{slot}/{i}"][lo - start:hi - start]))
+    z = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint16)
+    if len(z) != token_stop - token_start:
+        raise FormatError(f"{url}: checkpoint does not cover tokens [{token_start}, {token_stop})")
+    return z

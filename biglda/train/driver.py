@@ -1,0 +1,575 @@
+"""The training driver: plan shards, start the parameter server, run the clocks, save the model.
+
+:func:`train` is the whole job: validate everything up front (so a bad input fails in one line
+before anything is started or written), connect to a scheduler or start an embedded
+``LocalCluster``, then :func:`run_training` on it, then write the model atomically.
+
+:func:`run_training` is the distributed loop on a connected client, returned as a
+:class:`TrainResult` (final ``z`` of every shard, the parameter server's table, recorded clock
+starts, metrics history) — what tests check invariants on.
+
+Flow of one run::
+
+    driver                      worker task (one per worker thread, biglda.train.worker)
+    plan shards, place groups   read shard, z = init_z or checkpoint, remap to local vocab
+    start PS actors + clock     push recount of its z to the table shards, tick(start)
+    wait clock.iteration(c) <-- per clock: wait SSP bound, pull deltas, sweep, doc LL, push,
+    one metrics record            checkpoint every N clocks, tick(c + 1) with its stats
+    stop rule -> clock.stop     ... until the stop clock; return z
+    gather table, save model
+
+The metrics record of iteration ``c`` (fields in docs/contracts.md) joins the shards' stats of
+clock ``c`` with the table shards' word log-likelihood snapshot of the moment every push of clock
+``c`` arrived (exactly the table after clock ``c`` under BSP).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from biglda.errors import ClusterError, ConfigError, OutputExistsError
+from biglda.ps.calls import call, call_all
+from biglda.ps.server import check_table_fits, start_parameter_server
+from biglda.train import checkpoint as ckpt
+from biglda.train.worker import GroupSpec, run_group
+
+log = logging.getLogger("biglda.train")
+
+SAMPLERS = ("cgs", "lightlda")
+MAX_TOPICS = 65535  # z is uint16
+
+
+@dataclass
+class TrainConfig:
+    """Validated settings of one run (stored in the model's ``config`` attribute)."""
+
+    n_topics: int
+    iterations: int
+    sampler: str = "lightlda"
+    alpha: float = 0.1
+    beta: float = 0.01
+    staleness: float = 0.0
+    seed: int = 0
+    checkpoint_every: int = 10
+    resume: bool = False
+    max_seconds: float | None = None
+    tol: float | None = None
+    n_shards: int | None = None
+    sampler_params: dict = field(default_factory=dict)
+    slow_shards: dict = field(default_factory=dict)
+    call_timeout: float = 120.0
+    top_words_every: int = 10
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in ("n_topics", "iterations", "sampler", "alpha",
+                                           "beta", "seed", "checkpoint_every", "resume",
+                                           "max_seconds", "tol", "n_shards", "sampler_params")}
+        d["staleness"] = "inf" if math.isinf(self.staleness) else self.staleness
+        return d
+
+
+@dataclass
+class TrainResult:
+    """What :func:`run_training` leaves: the final state and the evidence of how it ran."""
+
+    z: dict[int, np.ndarray]           # final z of every shard
+    shards: list[Any]                  # the shard plan (biglda.corpus Shard)
+    n_wk: np.ndarray                   # the parameter server's table after the run
+    n_k: np.ndarray
+    history: list[dict]                # one metrics record per iteration
+    starts: list[tuple[int, int, float, int]]  # (shard, clock, time, min completed clock)
+    ps_info: list[dict]
+    clocks: list[int]                  # completed clocks of every shard at the end
+    placement: dict[int, str]          # shard -> worker address
+    stop_reason: str = "iterations"
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def validate(corpus_url: str, out: str | None, cfg: TrainConfig, overwrite: bool) -> Any:
+    """Check every input before anything starts; return the opened corpus."""
+    from biglda.corpus import Corpus
+    from biglda.samplers import get_sampler
+
+    if not isinstance(cfg.n_topics, int | np.integer) or cfg.n_topics < 2:
+        raise ConfigError(f"--topics must be an integer >= 2, got {cfg.n_topics}")
+    if cfg.n_topics > MAX_TOPICS:
+        raise ConfigError(f"--topics must be <= {MAX_TOPICS} (topics are stored as uint16), "
+                          f"got {cfg.n_topics}")
+    if cfg.iterations < 1:
+        raise ConfigError(f"--iterations must be >= 1, got {cfg.iterations}")
+    if cfg.sampler not in SAMPLERS:
+        raise ConfigError(f"unknown sampler {cfg.sampler!r} (choose from {', '.join(SAMPLERS)})")
+    get_sampler(cfg.sampler, **cfg.sampler_params)  # unknown params / backends fail here
+    if not (np.isfinite(cfg.alpha) and cfg.alpha > 0):
+        raise ConfigError(f"--alpha must be > 0, got {cfg.alpha}")
+    if not (np.isfinite(cfg.beta) and cfg.beta > 0):
+        raise ConfigError(f"--beta must be > 0, got {cfg.beta}")
+    if not (cfg.staleness >= 0):
+        raise ConfigError(f"--staleness must be >= 0 (or inf), got {cfg.staleness}")
+    if cfg.staleness != math.inf and cfg.staleness != int(cfg.staleness):
+        raise ConfigError(f"--staleness must be a whole number of clocks, got {cfg.staleness}")
+    if cfg.checkpoint_every < 0:
+        raise ConfigError(f"--checkpoint-every must be >= 0, got {cfg.checkpoint_every}")
+    if cfg.max_seconds is not None and not cfg.max_seconds > 0:
+        raise ConfigError(f"--max-seconds must be > 0, got {cfg.max_seconds}")
+    if cfg.tol is not None and not cfg.tol > 0:
+        raise ConfigError(f"tol must be > 0, got {cfg.tol}")
+    if cfg.n_shards is not None and cfg.n_shards < 1:
+        raise ConfigError(f"n_shards must be >= 1, got {cfg.n_shards}")
+    if cfg.resume and not cfg.checkpoint_every and out is None:
+        raise ConfigError("resume needs an output path (the checkpoint lives next to it)")
+    corpus = Corpus.open(corpus_url)
+    if corpus.n_tokens == 0:
+        raise ConfigError(f"{corpus_url}: the corpus has no tokens")
+    if out is not None:
+        from biglda.corpus.storage import exists
+        if exists(out) and not overwrite:
+            raise OutputExistsError(f"output {out} already exists (use --overwrite to replace it)")
+    if cfg.resume:
+        if out is None:
+            raise ConfigError("resume needs an output path (the checkpoint lives next to it)")
+        ckpt.open_checkpoint(ckpt.checkpoint_url(out), cfg.n_topics, corpus.n_tokens)
+    return corpus
+
+
+# ----------------------------------------------------------------------------- cluster
+
+
+@contextlib.contextmanager
+def connect(scheduler: Any = None, workers: int | None = None, threads_per_worker: int = 1,
+            timeout: float = 10.0) -> Iterator[Any]:
+    """A client: the given one, one connected to ``scheduler``, or an embedded LocalCluster."""
+    from distributed import Client, LocalCluster
+
+    if scheduler is not None and not isinstance(scheduler, str):
+        yield scheduler  # a Client the caller owns
+        return
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout=timeout, direct_to_workers=True)
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} within "
+                               f"{timeout:g} s ({type(exc).__name__})") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    n = int(workers) if workers else max(1, (os.cpu_count() or 1) // max(1, threads_per_worker))
+    cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
+                           dashboard_address="127.0.0.1:0", host="127.0.0.1")
+    client = Client(cluster, direct_to_workers=True)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def load_plugins(client: Any) -> list[str]:
+    """Call ``register(client)`` of every ``biglda.plugins`` entry point; return page URLs.
+
+    A failing plugin is a warning in the log, never an error of the run.
+    """
+    from importlib.metadata import entry_points
+
+    urls = []
+    for ep in entry_points(group="biglda.plugins"):
+        try:
+            url = ep.load()(client)
+        except Exception as exc:  # a plugin must never break training
+            log.warning("plugin %s failed: %s: %s", ep.name, type(exc).__name__, exc)
+            continue
+        if url:
+            log.info("plugin %s: %s", ep.name, url)
+            urls.append(str(url))
+    return urls
+
+
+def _worker_slots(client: Any, timeout: float) -> list[tuple[str, int, int]]:
+    """``(address, nthreads, memory_limit)`` of every worker, waiting up to ``timeout`` for one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        if info:
+            return sorted((a, int(w.get("nthreads", 1)), int(w.get("memory_limit") or 0))
+                          for a, w in info.items())
+        if time.monotonic() > deadline:
+            raise ClusterError(f"the Dask cluster has no workers (waited {timeout:g} s)")
+        time.sleep(0.2)
+
+
+def plan_groups(shards: list[Any], slots: list[tuple[str, int, int]]) -> list[tuple[str, list]]:
+    """Assign shards to (worker, thread) task groups, largest first onto the lightest group."""
+    groups: list[tuple[str, list]] = [(addr, []) for addr, nthreads, _ in slots
+                                      for _ in range(max(1, nthreads))]
+    load = [0] * len(groups)
+    for s in sorted(shards, key=lambda s: -s.n_tokens):
+        g = min(range(len(groups)), key=lambda i: (load[i], i))
+        groups[g][1].append(s)
+        load[g] += s.n_tokens
+    for _, members in groups:
+        members.sort(key=lambda s: s.index)
+    return [g for g in groups if g[1]]
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+def _record(run_id: str, c: int, cfg: TrainConfig, stats: dict[int, dict], word: list,
+            n_tokens: int, n_words: int, t_prev: float, t0: float, clocks: list[int],
+            placement: dict[int, str], history: list[dict]) -> dict:
+    from biglda.samplers import word_loglik_topics
+
+    rows = list(stats.values())
+    t_end = max(r["t_end"] for r in rows)
+    dt = max(t_end - t_prev, 1e-9)
+    row_ll = sum(w[0] for w in word)
+    n_k = sum(w[1] for w in word)
+    ll = sum(r["doc_ll"] for r in rows) + row_ll + word_loglik_topics(n_k, cfg.beta, n_words)
+    per_worker: dict[str, list[float]] = {}
+    for r in rows:
+        acc = per_worker.setdefault(r["worker"], [0.0, 0.0])
+        acc[0] += r["tokens"]
+        acc[1] += r["clock_s"]
+    clock_s = sum(r["clock_s"] for r in rows)
+    kernel_s = sum(r["kernel_s"] for r in rows)
+    accepts = [(r["accept_rate"], r["tokens"]) for r in rows if r["accept_rate"] is not None]
+    worker_clock: dict[str, int] = {}
+    for shard, done in enumerate(clocks):
+        w = placement.get(shard, "?")
+        worker_clock[w] = min(worker_clock.get(w, done), done)
+    elapsed = t_end - t0
+    done_its = len(history) + 1
+    mean_it = elapsed / done_its
+    return {
+        "type": "iteration", "run_id": run_id, "iteration": c + 1,
+        "n_iterations": cfg.iterations, "elapsed": elapsed,
+        "ll": ll, "ll_per_token": ll / n_tokens,
+        "tokens_per_s": sum(r["tokens"] for r in rows) / dt,
+        "tokens_per_s_per_worker": {w: v[0] / max(v[1], 1e-9) for w, v in per_worker.items()},
+        "clocks": worker_clock, "clock_spread": int(max(clocks) - min(clocks)),
+        "bytes_pushed": int(sum(r["bytes_pushed"] for r in rows)),
+        "bytes_pulled": int(sum(r["bytes_pulled"] for r in rows)),
+        "accept_rate": (sum(a * n for a, n in accepts) / sum(n for _, n in accepts)
+                        if accepts else None),
+        "eta_s": max(0.0, (cfg.iterations - (c + 1)) * mean_it),
+        "ps_overhead": max(0.0, 1.0 - kernel_s / clock_s) if clock_s > 0 else None,
+        "kernel_s": kernel_s, "clock_s": clock_s,
+        "wait_s": sum(r["wait_s"] for r in rows), "pull_s": sum(r["pull_s"] for r in rows),
+        "push_s": sum(r["push_s"] for r in rows), "ll_s": sum(r["ll_s"] for r in rows),
+        "top_words": None,
+    }
+
+
+def _top_words(ps, vocab: np.ndarray, n: int, timeout: float) -> list[list[str]]:
+    parts = call_all([a.top_words(n) for a in ps.shards], timeout, "top words")
+    ids = np.concatenate([p[0] for p in parts])
+    counts = np.concatenate([p[1] for p in parts])
+    order = np.argsort(-counts, axis=0, kind="stable")[:n]
+    best = np.take_along_axis(ids, order, axis=0)
+    return [[str(vocab[w]) for w in best[:, k]] for k in range(best.shape[1])]
+
+
+def _gather_table(ps, n_words: int, n_topics: int, timeout: float
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    n_wk = np.zeros((n_words, n_topics), dtype=np.int32)
+    n_k = np.zeros(n_topics, dtype=np.int64)
+    for start, rows, nk in call_all([a.table() for a in ps.shards], timeout, "gather table"):
+        n_wk[start:start + len(rows)] = rows
+        n_k += nk
+    return n_wk, n_k
+
+
+def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None = None,
+                 on_record: list[Callable[[dict], None]] | None = None,
+                 run_id: str | None = None) -> TrainResult:
+    """Run the distributed sampler on a connected client; see the module docstring."""
+    run_id = run_id or uuid.uuid4().hex[:12]
+    callbacks = list(on_record or [])
+
+    def emit(record: dict) -> None:
+        with contextlib.suppress(Exception):  # the dashboard feed must never stop training
+            client.log_event("biglda", record)
+        for cb in callbacks:
+            cb(record)
+
+    slots = _worker_slots(client, timeout=30.0)
+    n_slots = sum(max(1, t) for _, t, _ in slots)
+    n_shards = int(cfg.n_shards or n_slots)
+    shards = corpus.plan_shards(n_shards)
+    n_shards = len(shards)
+    # Each worker caches at most min(V, its tokens) rows per shard it holds.
+    per_worker_cache = max(min(corpus.n_words, s.n_tokens) for s in shards) * \
+        -(-n_shards // len(slots))
+    check_table_fits(corpus.n_words, cfg.n_topics, {a: m for a, _, m in slots},
+                     cache_rows_per_worker=per_worker_cache)
+    groups = plan_groups(shards, slots)
+    placement = {s.index: addr for addr, members in groups for s in members}
+
+    # Checkpoint: fresh store, or resume from the committed slot.
+    ck_url = ckpt.checkpoint_url(out) if (out is not None and cfg.checkpoint_every) else None
+    start_clock, resume_attrs, first_slot, history = 0, None, 0, []
+    if cfg.resume:
+        resume_url = ckpt.checkpoint_url(out)
+        resume_attrs = ckpt.open_checkpoint(resume_url, cfg.n_topics, corpus.n_tokens)
+        start_clock = int(resume_attrs["clock"])
+        first_slot = 1 - int(resume_attrs["slot"])
+        history = [dict(r) for r in resume_attrs.get("history", [])]
+        if ck_url is not None and [list(map(int, (s.token_start, s.token_stop)))
+                                   for s in shards] != resume_attrs["shards"]:
+            # another shard plan: read the old z first, then re-create the store
+            ck_url = None  # (resume reads from the old store; no new checkpoints this run)
+            log.warning("resuming with another shard plan: no further checkpoints this run")
+        ck_read = resume_url
+    else:
+        ck_read = None
+    from biglda.samplers import z_dtype
+    if ck_url is not None and not cfg.resume:
+        ckpt.create_checkpoint(ck_url, [(s.token_start, s.token_stop) for s in shards],
+                               cfg.n_topics, corpus.n_tokens, z_dtype(cfg.n_topics),
+                               cfg.as_dict())
+
+    stop_clock = max(start_clock, cfg.iterations)
+    workers = [a for a, _, _ in slots]
+    ps = start_parameter_server(client, corpus.n_words, cfg.n_topics, n_shards, cfg.beta,
+                                cfg.staleness, workers, start_clock=start_clock,
+                                timeout=cfg.call_timeout)
+    alpha = np.full(cfg.n_topics, float(cfg.alpha))
+    futures = []
+    for addr, members in groups:
+        spec = GroupSpec(
+            corpus_url=corpus.url, shards=tuple(members), ps_shards=ps.shards, clock=ps.clock,
+            bounds=ps.bounds, n_topics=cfg.n_topics, n_words=corpus.n_words, alpha=alpha,
+            beta=cfg.beta, sampler=cfg.sampler, sampler_params=dict(cfg.sampler_params),
+            seed=cfg.seed, start_clock=start_clock, stop_clock=stop_clock,
+            staleness=cfg.staleness, checkpoint_url=ck_url if ck_url else ck_read,
+            checkpoint_every=cfg.checkpoint_every if ck_url else 0, checkpoint_slot=first_slot,
+            resume_attrs=resume_attrs, call_timeout=cfg.call_timeout,
+            slow_shards={int(k): float(v) for k, v in cfg.slow_shards.items()})
+        futures.append(client.submit(run_group, spec, workers=[addr], allow_other_workers=False,
+                                     pure=False, key=f"biglda-{run_id}-{addr}-{len(futures)}"))
+
+    t0 = time.time()
+    t_prev = t0
+    stop_reason = "iterations"
+    c = start_clock
+    poll = 2.0
+    try:
+        while c < stop_clock:
+            stats = call(ps.clock.iteration(c, timeout=poll), poll + cfg.call_timeout,
+                         "waiting for the shards")
+            if stats is None:
+                _check_tasks(futures)
+                continue
+            word = call_all([a.snapshot(c) for a in ps.shards], cfg.call_timeout, "log-lik")
+            if any(w is None for w in word):  # cannot happen: ticks follow pushes
+                raise ClusterError(f"table shards have no snapshot of clock {c}")
+            clocks = call(ps.clock.clocks(), cfg.call_timeout, "clocks")
+            rec = _record(run_id, c, cfg, stats, word, corpus.n_tokens, corpus.n_words,
+                          t_prev, t0, clocks, placement, history)
+            if cfg.top_words_every and ((c + 1) % cfg.top_words_every == 0
+                                        or c + 1 == stop_clock):
+                rec["top_words"] = _top_words(ps, corpus.vocab, 10, cfg.call_timeout)
+            t_prev = max(r["t_end"] for r in stats.values())
+            rec["checkpoint"] = _commit_checkpoint(ck_url, stats, c, history, rec)
+            history.append(rec)
+            emit(rec)
+            c += 1
+            reason = _stop_reason(cfg, history, time.time() - t0)
+            if reason and c < stop_clock:
+                stop_reason = reason
+                stop_clock = call(ps.clock.stop(None), cfg.call_timeout, "stop")
+        results = _results(futures, cfg.call_timeout)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            ps.clock.stop(0).result(timeout=5)
+        with contextlib.suppress(Exception):
+            client.cancel(futures)
+        raise
+    z: dict[int, np.ndarray] = {}
+    for r in results:
+        z.update(r)
+    if ck_url is not None and stop_clock % max(1, cfg.checkpoint_every):
+        notes = call(ps.clock.get_notes(), cfg.call_timeout, "notes")
+        finals = {tuple(n.get("final_checkpoint", ())) for n in notes.values()}
+        if len(notes) == n_shards and len(finals) == 1:
+            done, slot = finals.pop()
+            ckpt.commit(ck_url, done, slot, _history_for_store(history))
+    n_wk, n_k = _gather_table(ps, corpus.n_words, cfg.n_topics, cfg.call_timeout)
+    state = call(ps.clock.state(), cfg.call_timeout, "clock state")
+    info = call_all([a.info() for a in ps.shards], cfg.call_timeout, "ps info")
+    del ps, futures
+    return TrainResult(z=z, shards=shards, n_wk=n_wk, n_k=n_k, history=history,
+                       starts=[tuple(s) for s in state["starts"]], ps_info=info,
+                       clocks=list(state["completed"]), placement=placement,
+                       stop_reason=stop_reason)
+
+
+def _history_for_store(history: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "top_words"} for r in history]
+
+
+def _commit_checkpoint(ck_url: str | None, stats: dict[int, dict], c: int,
+                       history: list[dict], rec: dict) -> int | None:
+    """Commit the checkpoint of clock ``c + 1`` once every shard reported writing it."""
+    if ck_url is None:
+        return None
+    wrote = {tuple(r["checkpoint"]) for r in stats.values() if r.get("checkpoint")}
+    if len(wrote) == 1 and all(r.get("checkpoint") for r in stats.values()):
+        done, slot = wrote.pop()
+        ckpt.commit(ck_url, done, slot, _history_for_store(history + [rec]))
+        return int(done)
+    return None
+
+
+def _stop_reason(cfg: TrainConfig, history: list[dict], elapsed: float) -> str | None:
+    if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
+        return "max_seconds"
+    if cfg.tol is not None and len(history) >= 2:
+        a, b = history[-2]["ll"], history[-1]["ll"]
+        if abs(b - a) <= cfg.tol * abs(a):
+            return "tol"
+    return None
+
+
+def _check_tasks(futures: list[Any]) -> None:
+    for f in futures:
+        if f.status == "error":
+            f.result()  # raises the task's exception (a BigLDAError stays one line)
+        if f.status in ("cancelled", "lost"):
+            raise ClusterError(f"a training task was {f.status} (a worker may have been lost)")
+
+
+def _results(futures: list[Any], timeout: float) -> list[Any]:
+    out = []
+    for f in futures:
+        try:
+            out.append(f.result(timeout=timeout))
+        except TimeoutError:
+            raise ClusterError(f"a training task did not finish within {timeout:g} s after "
+                               "its last clock") from None
+    return out
+
+
+# ----------------------------------------------------------------------------- the job
+
+
+def train(
+    corpus: str,
+    out: str,
+    n_topics: int,
+    iterations: int,
+    sampler: str = "lightlda",
+    alpha: float = 0.1,
+    beta: float = 0.01,
+    workers: int | None = None,
+    threads_per_worker: int = 1,
+    staleness: float = 0,
+    seed: int = 0,
+    checkpoint_every: int = 10,
+    resume: bool = False,
+    scheduler: Any = None,
+    max_seconds: float | None = None,
+    tol: float | None = None,
+    n_shards: int | None = None,
+    overwrite: bool = False,
+    on_record: Callable[[dict], None] | list[Callable[[dict], None]] | None = None,
+    *,
+    sampler_params: dict | None = None,
+    slow_shards: dict[int, float] | None = None,
+    connect_timeout: float = 10.0,
+    call_timeout: float = 120.0,
+) -> str:
+    """Train an LDA model on Dask and write it to ``out`` (a ``model.zarr``); return ``out``.
+
+    Parameters
+    ----------
+    corpus : URL of a ``corpus.zarr``.  out : URL of the model to write.
+    n_topics : K (2..65535).  iterations : sweeps in total (counting a resumed run's).
+    sampler : ``"lightlda"`` (Metropolis-Hastings, O(1)/token) or ``"cgs"`` (exact Gibbs).
+    alpha, beta : symmetric Dirichlet priors.
+    workers, threads_per_worker : size of the embedded LocalCluster (no ``scheduler``).
+    staleness : SSP bound s in clocks (0 = BSP, ``math.inf`` = asynchronous).
+    seed : all randomness is keyed by (seed, iteration, shard).
+    checkpoint_every : write ``z`` every N clocks to ``<out stem>.checkpoint.zarr`` (0 = never).
+    resume : start from that checkpoint (the table is recounted from its ``z``).
+    scheduler : None (embedded cluster), a scheduler address, or a connected ``Client``.
+    max_seconds, tol : stop early after this wall time, or once the relative change of the
+        log-likelihood per iteration is below ``tol``.
+    n_shards : document shards (default: one per worker thread; more are allowed).
+    overwrite : replace an existing ``out``.
+    on_record : callback(s) receiving every metrics record (docs/contracts.md).
+    slow_shards : debug — ``{shard: seconds}`` of extra sleep per clock.
+
+    Examples
+    --------
+    >>> train("runs/demo/corpus.zarr", "runs/demo/model.zarr", n_topics=20,
+    ...       iterations=30, workers=2)  # doctest: +SKIP
+    'runs/demo/model.zarr'
+    """
+    from biglda.samplers import doc_topic_counts
+    from biglda.train.model_store import save_model
+
+    cfg = TrainConfig(n_topics=int(n_topics), iterations=int(iterations), sampler=sampler,
+                      alpha=float(alpha), beta=float(beta), staleness=float(staleness),
+                      seed=int(seed), checkpoint_every=int(checkpoint_every), resume=bool(resume),
+                      max_seconds=max_seconds, tol=tol, n_shards=n_shards,
+                      sampler_params=dict(sampler_params or {}),
+                      slow_shards=dict(slow_shards or {}), call_timeout=call_timeout)
+    if workers is not None and int(workers) < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
+    if int(threads_per_worker) < 1:
+        raise ConfigError(f"--threads-per-worker must be >= 1, got {threads_per_worker}")
+    corpus_obj = validate(corpus, out, cfg, overwrite)
+    callbacks = [] if on_record is None else (
+        list(on_record) if isinstance(on_record, list | tuple) else [on_record])
+    run_id = uuid.uuid4().hex[:12]
+    t0 = time.time()
+    status = "error"
+    with connect(scheduler, workers, int(threads_per_worker), connect_timeout) as client:
+        def emit(record: dict) -> None:
+            with contextlib.suppress(Exception):
+                client.log_event("biglda", record)
+            for cb in callbacks:
+                cb(record)
+
+        pages = load_plugins(client)
+        emit({"type": "start", "run_id": run_id, "config": cfg.as_dict(),
+              "n_tokens": int(corpus_obj.n_tokens), "n_docs": int(corpus_obj.n_docs),
+              "n_words": int(corpus_obj.n_words), "dashboard": client.dashboard_link,
+              "pages": pages, "corpus": str(corpus), "out": str(out)})
+        try:
+            result = run_training(client, corpus_obj, cfg, out=out, on_record=callbacks,
+                                  run_id=run_id)
+            doc_ptr = corpus_obj.doc_ptr
+
+            def n_dk_blocks() -> Iterator[np.ndarray]:
+                for s in result.shards:
+                    ptr = np.asarray(doc_ptr[s.doc_start:s.doc_stop + 1], dtype=np.int64)
+                    yield doc_topic_counts(ptr - ptr[0], result.z[s.index], cfg.n_topics)
+
+            save_model(out, n_wk=result.n_wk, n_dk=n_dk_blocks(), vocab=corpus_obj.vocab,
+                       doc_ids=corpus_obj.doc_ids, alpha=np.full(cfg.n_topics, cfg.alpha),
+                       beta=cfg.beta, overwrite=overwrite,
+                       attrs={"sampler": cfg.sampler, "config": cfg.as_dict(),
+                              "tokenizer": dict(corpus_obj.tokenizer or {}),
+                              "history": _history_for_store(result.history),
+                              "corpus": str(corpus), "stop_reason": result.stop_reason})
+            status = "ok"
+        finally:
+            emit({"type": "end", "run_id": run_id, "elapsed": time.time() - t0,
+                  "status": status, "out": str(out) if status == "ok" else None})
+    return out

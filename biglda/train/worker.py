@@ -1,0 +1,163 @@
+"""What runs on a worker: one long-running task per worker thread that sweeps its shards.
+
+Design (chosen and measured, see ``pipelines/bench_train.py``): a task per (worker, thread
+slot) holds its document shards — tokens, ``z`` and the row cache — in local variables for the
+whole run and loops over all clocks: wait for the SSP clock, refresh the cache, sweep (numba,
+releases the GIL), push the delta, checkpoint, tick. Per-clock tasks would pay a scheduler
+round trip (~ms) and a state lookup per shard per clock and gain nothing: the state never
+moves, and a lost worker is recovered by recounting ``z`` from a checkpoint anyway. Tasks do not
+``secede``: there is exactly one task per worker thread, and each worker runs its actors' sync
+methods in a separate actor thread and all ``async`` ones (the clock) on its event loop, so a
+task waiting on a clock never blocks an actor.
+
+Every actor call has a timeout (:mod:`biglda.ps.calls`); a clock wait is a sequence of short
+server-side waits, so a lost clock actor surfaces as a :class:`biglda.errors.ClusterError`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from biglda.ps.cache import ShardCache
+from biglda.ps.calls import call
+from biglda.train import checkpoint as ckpt
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """Everything a worker task needs (picklable: actors pickle as handles)."""
+
+    corpus_url: str
+    shards: tuple[Any, ...]          # biglda.corpus Shard objects
+    ps_shards: tuple[Any, ...]       # PSShard actors
+    clock: Any                       # ClockServer actor
+    bounds: np.ndarray
+    n_topics: int
+    n_words: int
+    alpha: np.ndarray
+    beta: float
+    sampler: str
+    sampler_params: dict
+    seed: int
+    start_clock: int
+    stop_clock: int
+    staleness: float
+    checkpoint_url: str | None = None
+    checkpoint_every: int = 0
+    checkpoint_slot: int = 0          # slot the first write goes to
+    resume_attrs: dict | None = None  # committed checkpoint to start from
+    call_timeout: float = 120.0
+    wait_chunk: float = 2.0
+    slow_shards: dict = field(default_factory=dict)
+
+
+class _ShardState:
+    def __init__(self, spec: GroupSpec, corpus: Any, shard: Any) -> None:
+        from biglda.samplers import RandomKey, init_z, z_dtype
+
+        self.index = int(shard.index)
+        tokens, self.doc_ptr = corpus.read_shard(shard)
+        self.doc_ptr = np.ascontiguousarray(self.doc_ptr, dtype=np.int64)
+        self.cache = ShardCache(self.index, tokens, spec.bounds, spec.n_topics)
+        del tokens
+        if spec.resume_attrs is not None:
+            z = ckpt.read_z(spec.checkpoint_url, spec.resume_attrs, shard.token_start,
+                            shard.token_stop)
+            self.z = np.ascontiguousarray(z, dtype=z_dtype(spec.n_topics))
+        else:
+            # init stream: iteration -1 never collides with a sweep's (seed, iteration, shard)
+            self.z = init_z(len(self.cache.tokens), spec.n_topics,
+                            RandomKey(spec.seed, -1, self.index))
+        self.attached = False
+        self.slot = spec.checkpoint_slot
+
+
+def _wait(spec: GroupSpec, shard: int, clock: int) -> bool:
+    """Block until ``shard`` may start ``clock`` under SSP; False if the run stops first."""
+    while True:
+        state = call(spec.clock.wait(shard, clock, timeout=spec.wait_chunk),
+                     spec.wait_chunk + spec.call_timeout,
+                     f"shard {shard}: waiting for clock {clock}")
+        if state == "go":
+            return True
+        if state == "stop":
+            return False
+
+
+def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
+    """Sweep this task's shards from ``start_clock`` to the stop clock; return their final ``z``."""
+    from distributed import get_worker
+
+    from biglda.corpus import Corpus
+    from biglda.samplers import RandomKey, count_from_z, doc_loglik, get_sampler
+
+    worker = get_worker().address
+    corpus = Corpus.open(spec.corpus_url)
+    sampler = get_sampler(spec.sampler, **spec.sampler_params)
+    states = [_ShardState(spec, corpus, s) for s in spec.shards]
+    t_init = time.time()
+    for st in states:
+        n_wk, _ = count_from_z(st.cache.tokens, st.doc_ptr, st.z, st.cache.n_local,
+                               spec.n_topics)
+        st.cache.push_counts(spec.ps_shards, spec.start_clock - 1, n_wk, spec.call_timeout)
+        del n_wk
+        call(spec.clock.tick(st.index, spec.start_clock,
+                             {"shard": st.index, "worker": worker, "init_s": time.time() - t_init}),
+             spec.call_timeout, f"shard {st.index}: clock tick")
+
+    clock = spec.start_clock
+    running = True
+    while running and clock < spec.stop_clock:
+        for st in states:
+            t0 = time.time()
+            if not _wait(spec, st.index, clock):
+                running = False
+                break
+            t_wait = time.time()
+            pulled = (st.cache.refresh(spec.ps_shards, spec.call_timeout) if st.attached
+                      else st.cache.attach(spec.ps_shards, spec.call_timeout))
+            st.attached = True
+            t_pull = time.time()
+            res = sampler.sweep(st.cache.tokens, st.doc_ptr, st.z, st.cache.n_wk, st.cache.n_k,
+                                spec.alpha, spec.beta, spec.n_words,
+                                RandomKey(spec.seed, clock, st.index))
+            if st.index in spec.slow_shards:  # debug: an artificially slow shard
+                time.sleep(float(spec.slow_shards[st.index]))
+            t_sweep = time.time()
+            doc_ll = float(doc_loglik(st.doc_ptr, st.z, spec.alpha, spec.n_topics))
+            t_ll = time.time()
+            pushed = st.cache.push(spec.ps_shards, clock, res.delta_words, res.delta_topics,
+                                   res.delta_counts, spec.call_timeout)
+            t_push = time.time()
+            done = clock + 1
+            wrote = None
+            if spec.checkpoint_url and spec.checkpoint_every > 0 and (
+                    done % spec.checkpoint_every == 0 or done == spec.stop_clock):
+                ckpt.write_shard_z(spec.checkpoint_url, st.slot, st.index, st.z)
+                wrote = [done, st.slot]
+                st.slot = 1 - st.slot
+            t_end = time.time()
+            stats = {
+                "shard": st.index, "worker": worker, "clock": clock, "tokens": res.n_tokens,
+                "kernel_s": res.seconds, "wait_s": t_wait - t0, "pull_s": t_pull - t_wait,
+                "sweep_s": t_sweep - t_pull, "ll_s": t_ll - t_sweep, "push_s": t_push - t_ll,
+                "checkpoint_s": t_end - t_push, "clock_s": t_end - t0, "t_start": t0,
+                "t_end": t_end, "bytes_pulled": pulled, "bytes_pushed": pushed,
+                "accept_rate": res.accept_rate, "doc_ll": doc_ll, "checkpoint": wrote,
+            }
+            call(spec.clock.tick(st.index, done, stats), spec.call_timeout,
+                 f"shard {st.index}: clock tick")
+        else:
+            clock += 1
+    # Stopped early (driver's stop rule): make the last state resumable too.
+    if spec.checkpoint_url and spec.checkpoint_every > 0 and clock < spec.stop_clock:
+        for st in states:
+            if clock % spec.checkpoint_every:
+                ckpt.write_shard_z(spec.checkpoint_url, st.slot, st.index, st.z)
+                call(spec.clock.note(st.index, {"final_checkpoint": [clock, st.slot]}),
+                     spec.call_timeout, f"shard {st.index}: clock note")
+    return {st.index: st.z for st in states}
