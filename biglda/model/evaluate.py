@@ -201,7 +201,7 @@ class CoherenceScore:
     top_n: int
     window: int | None
     n_windows: int
-    n_missing_words: int  # top words absent from the reference corpus (pairs skipped)
+    n_missing_words: int  # top words (per topic) that never occur in the reference corpus
 
     @property
     def mean(self) -> float:
@@ -239,9 +239,9 @@ def coherence(
     - ``"umass"`` (Mimno et al. 2011): mean over pairs (w_i ranked above w_j) of
       ``log((D(w_i, w_j) + 1) / D(w_i))``. At most 0-ish, higher is better.
 
-    Top words are matched to the corpus by word; a top word the corpus does not contain
-    is skipped (its pairs are left out; ``n_missing_words`` counts them). A topic with no
-    scorable pair gets NaN, and the mean ignores NaN.
+    Top words are matched to the corpus by word; a top word that never occurs in the
+    corpus is skipped (its pairs are left out; ``n_missing_words`` counts such words over
+    all topics). A topic with no scorable pair gets NaN, and the mean ignores NaN.
 
     Examples
     --------
@@ -277,6 +277,7 @@ def coherence(
     words, word_counts, pair_counts, n_windows = count_cooccurrence(
         tokens, doc_ptr, len(corpus_vocab), uniq, window)
     count_of = dict(zip(words.tolist(), word_counts.tolist(), strict=True))
+    n_missing = sum(count_of.get(x, 0) == 0 for x in to_corpus.ravel().tolist())
     joint = pair_counts[inverse.ravel()].astype(np.float64)
     ca = np.array([count_of[x] for x in a[ok].tolist()], dtype=np.float64)
     cb = np.array([count_of[x] for x in b[ok].tolist()], dtype=np.float64)

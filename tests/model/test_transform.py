@@ -1,0 +1,89 @@
+"""TopicModel.transform: fold-in inference on new documents."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from biglda.errors import ConfigError
+from biglda.model import TopicModel
+
+
+@pytest.fixture(scope="module")
+def truth_model(split, synthetic_spec):
+    """The generating topics as a model (counts = 10^6 * phi, so topic_word ≈ phi)."""
+    n_wk = np.round(split["phi"].T * 1e6).astype(np.int32)
+    return TopicModel.from_counts(n_wk, np.zeros((0, synthetic_spec.n_topics)), split["vocab"],
+                                  alpha=synthetic_spec.alpha, beta=1e-6)
+
+
+def test_recovers_true_mixtures_of_test_documents(truth_model, split):
+    tokens, doc_ptr = split["test"]
+    theta = truth_model.transform((tokens, doc_ptr, split["vocab"]), iterations=40)
+    true = split["theta"][-len(doc_ptr) + 1:]
+    assert theta.shape == true.shape
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+    # ~120 tokens a document: the fold-in posterior mean sits close to the truth.
+    assert np.abs(theta - true).sum(axis=1).mean() < 0.25
+    assert truth_model.last_transform_stats_ == {
+        "n_docs": len(true), "n_tokens": len(tokens), "n_unknown": 0, "n_empty": 0}
+
+
+def test_deterministic_and_same_for_any_batching(truth_model, split):
+    tokens, doc_ptr = split["test"]
+    docs = (tokens, doc_ptr, split["vocab"])
+    a = truth_model.transform(docs, iterations=10, seed=3)
+    b = truth_model.transform(docs, iterations=10, seed=3, batch_tokens=1000, n_jobs=2)
+    c = truth_model.transform(docs, iterations=10, seed=4)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_empty_and_unknown_only_documents_get_the_prior(small_model):
+    docs = (np.array([0, 0, 1, 6, 6], np.int32), np.array([0, 0, 3, 5]),
+            np.array(["apple", "pear", "zzz", "x", "y", "z", "unknown"]))
+    theta = small_model.transform(docs, iterations=20)
+    prior = small_model.alpha / small_model.alpha.sum()
+    np.testing.assert_allclose(theta[0], prior)  # empty
+    np.testing.assert_allclose(theta[2], prior)  # only unknown words
+    assert theta[1].argmax() == 0
+    assert small_model.last_transform_stats_ == {"n_docs": 3, "n_tokens": 3, "n_unknown": 2,
+                                                 "n_empty": 2}
+
+
+def test_sparse_matrix_input_equals_token_input(small_model):
+    x = sp.csr_matrix(np.array([[2, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 1, 3, 0, 1]]))
+    tokens = np.array([0, 0, 1, 2, 3, 3, 3, 5], np.int32)
+    doc_ptr = np.array([0, 3, 3, 8])
+    a = small_model.transform(x, iterations=15)
+    b = small_model.transform((tokens, doc_ptr, small_model.vocab), iterations=15)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_raw_texts_use_the_model_tokenizer(small_model):
+    theta = small_model.transform(["Apple PEAR apple, zebra!", "", "car bus bus"],
+                                  iterations=20)
+    assert theta[0].argmax() == 0 and theta[2].argmax() == 1
+    np.testing.assert_allclose(theta[1], small_model.alpha / small_model.alpha.sum())
+    assert small_model.last_transform_stats_["n_unknown"] == 1
+    one = small_model.transform("car bus bus", iterations=20)
+    assert one.shape == (1, 3)
+
+
+def test_bad_settings(small_model):
+    with pytest.raises(ConfigError):
+        small_model.transform(["apple"], iterations=0)
+    with pytest.raises(ConfigError):
+        small_model.transform(["apple"], iterations=5, burn_in=5)
+    with pytest.raises(ConfigError):
+        small_model.transform(3.5)
+
+
+def test_dask_client_gives_the_same_result(truth_model, split, local_cluster):
+    tokens, doc_ptr = split["test"]
+    docs = (tokens[:doc_ptr[60]], doc_ptr[:61], split["vocab"])
+    here = truth_model.transform(docs, iterations=10, seed=1)
+    there = truth_model.transform(docs, iterations=10, seed=1, client=local_cluster,
+                                  batch_tokens=2000)
+    np.testing.assert_array_equal(here, there)
