@@ -1,0 +1,246 @@
+"""Kernels shared by every CPU sampler: counts from ``z``, the sweep delta, log-likelihood
+pieces, random initialisation and Vose alias tables.
+
+All kernels are private and array-only: settings are arguments, outputs are allocated
+by the caller or returned, nothing is logged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from biglda.samplers.rng import _next_int, _next_u64
+
+_S32 = np.uint64(32)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_TWO32 = 4294967296.0
+
+
+@njit(nogil=True, cache=True)
+def _init_z(z, n_topics, state):
+    """Fill ``z`` (uint16/int32 [N]) with uniform topics in [0, n_topics)."""
+    for i in range(z.shape[0]):
+        state, t = _next_int(state, n_topics)
+        z[i] = t
+
+
+@njit(nogil=True, cache=True)
+def _count_from_z(tokens, z, n_wk, n_k):
+    """Add the counts implied by ``z`` to ``n_wk`` (int32 [V, K]) and ``n_k`` (int64 [K])."""
+    for i in range(tokens.shape[0]):
+        t = z[i]
+        n_wk[tokens[i], t] += 1
+        n_k[t] += 1
+
+
+@njit(nogil=True, cache=True)
+def _doc_topic_counts(doc_ptr, z, n_dk):
+    """Fill ``n_dk`` (int32 [D, K], zeroed) from ``z``."""
+    for d in range(doc_ptr.shape[0] - 1):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            n_dk[d, z[i]] += 1
+
+
+@njit(nogil=True, cache=True)
+def _check_z(z, n_topics):
+    """Index of the first topic outside [0, n_topics), or -1."""
+    for i in range(z.shape[0]):
+        if z[i] < 0 or z[i] >= n_topics:
+            return i
+    return -1
+
+
+@njit(nogil=True, cache=True)
+def _sweep_delta(tokens, z_old, z_new, n_rows, n_topics):
+    """Aggregate the moves ``z_old -> z_new`` into a sparse delta of ``n_wk`` and ``n_k``.
+
+    Returns ``(words int32[M], topics int32[M], counts int32[M], delta_k int64[K])``
+    with unique (word, topic) pairs and no zero counts, sorted by word. Cost
+    O(moves + n_rows + K): moves are bucketed by word (counting sort), then summed in
+    a dense K scratch row that only touched entries are read from and reset in.
+    """
+    n = tokens.shape[0]
+    per_word = np.zeros(n_rows + 1, dtype=np.int64)
+    n_moves = 0
+    for i in range(n):
+        if z_old[i] != z_new[i]:
+            per_word[tokens[i] + 1] += 1
+            n_moves += 1
+    for w in range(n_rows):
+        per_word[w + 1] += per_word[w]
+    fill = per_word[:-1].copy()
+    moved = np.empty(n_moves, dtype=np.int64)
+    for i in range(n):
+        if z_old[i] != z_new[i]:
+            w = tokens[i]
+            moved[fill[w]] = i
+            fill[w] += 1
+
+    delta_k = np.zeros(n_topics, dtype=np.int64)
+    acc = np.zeros(n_topics, dtype=np.int32)
+    seen = np.full(n_topics, -1, dtype=np.int64)
+    touched = np.empty(n_topics, dtype=np.int32)
+    words = np.empty(2 * n_moves, dtype=np.int32)
+    topics = np.empty(2 * n_moves, dtype=np.int32)
+    counts = np.empty(2 * n_moves, dtype=np.int32)
+    m = 0
+    for w in range(n_rows):
+        lo = per_word[w]
+        hi = per_word[w + 1]
+        if lo == hi:
+            continue
+        n_touched = 0
+        for j in range(lo, hi):
+            i = moved[j]
+            a = np.int64(z_old[i])
+            b = np.int64(z_new[i])
+            acc[a] -= 1
+            acc[b] += 1
+            delta_k[a] -= 1
+            delta_k[b] += 1
+            if seen[a] != w:
+                seen[a] = w
+                touched[n_touched] = a
+                n_touched += 1
+            if seen[b] != w:
+                seen[b] = w
+                touched[n_touched] = b
+                n_touched += 1
+        for j in range(n_touched):
+            t = touched[j]
+            if acc[t] != 0:
+                words[m] = w
+                topics[m] = t
+                counts[m] = acc[t]
+                m += 1
+            acc[t] = 0
+    return words[:m].copy(), topics[:m].copy(), counts[:m].copy(), delta_k
+
+
+@njit(nogil=True, cache=True)
+def _doc_loglik(doc_ptr, z, alpha):
+    """Doc part of log p(w, z) (Griffiths & Steyvers 2004, eq. 3), from ``z`` alone.
+
+    Per document: lgamma(A) - lgamma(N_d + A) + sum over its topics of
+    lgamma(n_dk + alpha_k) - lgamma(alpha_k), with A = sum(alpha). Memory O(K).
+    """
+    n_topics = alpha.shape[0]
+    a_sum = 0.0
+    for k in range(n_topics):
+        a_sum += alpha[k]
+    lg_a_sum = math.lgamma(a_sum)
+    n_dk = np.zeros(n_topics, dtype=np.int64)
+    total = 0.0
+    for d in range(doc_ptr.shape[0] - 1):
+        lo = doc_ptr[d]
+        hi = doc_ptr[d + 1]
+        for i in range(lo, hi):
+            n_dk[z[i]] += 1
+        part = lg_a_sum - math.lgamma((hi - lo) + a_sum)
+        for i in range(lo, hi):
+            t = z[i]
+            c = n_dk[t]
+            if c > 0:  # first visit of this topic in the doc: count it once, then clear
+                part += math.lgamma(c + alpha[t]) - math.lgamma(alpha[t])
+                n_dk[t] = 0
+        total += part
+    return total
+
+
+@njit(nogil=True, cache=True)
+def _word_loglik_rows(n_wk_rows, beta):
+    """sum over entries of lgamma(n + beta) - lgamma(beta) (zeros add nothing)."""
+    lg_beta = math.lgamma(beta)
+    total = 0.0
+    for w in range(n_wk_rows.shape[0]):
+        for k in range(n_wk_rows.shape[1]):
+            c = n_wk_rows[w, k]
+            if c != 0:
+                total += math.lgamma(c + beta) - lg_beta
+    return total
+
+
+@njit(nogil=True, cache=True)
+def _word_loglik_topics(n_k, beta, n_words):
+    """K lgamma(V beta) - sum_k lgamma(n_k + V beta)."""
+    v_beta = n_words * beta
+    total = n_k.shape[0] * math.lgamma(v_beta)
+    for k in range(n_k.shape[0]):
+        total -= math.lgamma(n_k[k] + v_beta)
+    return total
+
+
+@njit(nogil=True, cache=True)
+def _build_alias(weights, lo, n, thr, alias, prob, small, large):
+    """Vose alias table over ``weights[lo:lo+n]`` written into ``thr/alias/prob[lo:lo+n]``.
+
+    ``thr`` uint32: slot ``j`` keeps itself when the low 32 random bits are below
+    ``thr[j]``, else yields ``alias[j]`` (an index relative to ``lo``); a full slot is its
+    own alias. ``prob`` float64 receives the probability with which :func:`_sample_alias`
+    *actually* returns each entry, including the rounding of thresholds to 32 bits and of
+    the slot choice, so a Metropolis-Hastings ratio built on ``prob`` is exact.
+    ``small``/``large`` are int64 scratch of length >= n. Weights must be >= 0, sum > 0.
+    """
+    total = 0.0
+    for j in range(n):
+        total += weights[lo + j]
+    scale = n / total
+    n_small = 0
+    n_large = 0
+    for j in range(n):
+        p = weights[lo + j] * scale
+        prob[lo + j] = p  # scaled weight, a scratch use of prob until the end
+        if p < 1.0:
+            small[n_small] = j
+            n_small += 1
+        else:
+            large[n_large] = j
+            n_large += 1
+    while n_small > 0 and n_large > 0:
+        n_small -= 1
+        s = small[n_small]
+        g = large[n_large - 1]
+        p_s = prob[lo + s]
+        thr[lo + s] = np.uint32(min(p_s * _TWO32, 4294967295.0))
+        alias[lo + s] = g
+        p_g = prob[lo + g] - (1.0 - p_s)
+        prob[lo + g] = p_g
+        if p_g < 1.0:
+            n_large -= 1
+            small[n_small] = g
+            n_small += 1
+    # Leftovers are full slots up to rounding: they keep themselves.
+    for j in range(n_large):
+        g = large[j]
+        thr[lo + g] = np.uint32(4294967295)
+        alias[lo + g] = g
+    for j in range(n_small):
+        s = small[j]
+        thr[lo + s] = np.uint32(4294967295)
+        alias[lo + s] = s
+    # Realised probabilities: slot j is drawn with probability P_j (the multiply-shift
+    # slot choice of _sample_alias is not exactly uniform unless n divides 2**32), keeps
+    # itself with thr_j / 2**32, else goes to alias_j.
+    for j in range(n):
+        prob[lo + j] = 0.0
+    for j in range(n):
+        # slot j gets the 32-bit values h with floor(h * n / 2**32) == j
+        first = (j * 4294967296 + n - 1) // n
+        last = ((j + 1) * 4294967296 + n - 1) // n
+        p_slot = (last - first) / _TWO32
+        keep = np.float64(thr[lo + j]) / _TWO32
+        prob[lo + j] += p_slot * keep
+        prob[lo + alias[lo + j]] += p_slot * (1.0 - keep)
+
+
+@njit(nogil=True, cache=True)
+def _sample_alias(state, lo, n, thr, alias):
+    """Draw an entry index in [0, n) from the table at ``lo``: ``-> (state, j)``."""
+    state, x = _next_u64(state)
+    j = np.int64(((x >> _S32) * np.uint64(n)) >> _S32)
+    if (x & _LOW32) < thr[lo + j]:
+        return state, j
+    return state, np.int64(alias[lo + j])

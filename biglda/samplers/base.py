@@ -1,0 +1,163 @@
+"""The sampler contract: :class:`SweepResult`, :class:`Sampler` and argument checks.
+
+A sampler sweeps one shard: given its tokens (local word ids), ``doc_ptr``, ``z`` and the
+cached ``n_wk`` rows / ``n_k`` totals, it resamples every token, updates ``z``, ``n_wk``
+and ``n_k`` in place and returns the aggregated sparse delta of ``n_wk`` and ``n_k``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from biglda.errors import ConfigError
+from biglda.samplers._kernels import _check_z, _sweep_delta
+from biglda.samplers.rng import RandomKey
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one sweep changed, for the parameter server and the metrics.
+
+    ``delta_words/delta_topics/delta_counts`` (int32 [M]) are the change of ``n_wk`` as COO
+    with unique (word, topic) pairs in local word ids; ``delta_k`` (int64 [K]) the change of
+    ``n_k``. ``accept_rate`` is the Metropolis-Hastings acceptance rate (None for Gibbs).
+    """
+
+    delta_words: np.ndarray
+    delta_topics: np.ndarray
+    delta_counts: np.ndarray
+    delta_k: np.ndarray
+    n_tokens: int
+    accept_rate: float | None
+    seconds: float
+
+
+def as_alpha(alpha, n_topics: int) -> np.ndarray:
+    """``alpha`` (a scalar or K values) as a positive float64 [K] array; ConfigError otherwise."""
+    a = np.asarray(alpha, dtype=np.float64)
+    if a.ndim == 0:
+        a = np.full(n_topics, float(a))
+    if a.shape != (n_topics,):
+        raise ConfigError(f"alpha has shape {a.shape}, expected a scalar or ({n_topics},)")
+    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ConfigError("alpha must be finite and > 0")
+    return np.ascontiguousarray(a)
+
+
+def _need(arr, name: str, dtypes: tuple, ndim: int, writable: bool = False) -> None:
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(arr).__name__}")
+    if arr.dtype not in dtypes:
+        raise TypeError(f"{name} has dtype {arr.dtype}, expected one of "
+                        f"{', '.join(str(np.dtype(d)) for d in dtypes)}")
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous")
+    if writable and not arr.flags.writeable:
+        raise ValueError(f"{name} must be writable (it is updated in place)")
+
+
+def check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -> np.ndarray:
+    """Validate the arguments of :meth:`Sampler.sweep`; returns alpha as float64 [K]."""
+    _need(tokens, "tokens", (np.dtype(np.int32),), 1)
+    _need(doc_ptr, "doc_ptr", (np.dtype(np.int64),), 1)
+    _need(z, "z", (np.dtype(np.uint16), np.dtype(np.int32)), 1, writable=True)
+    _need(n_wk, "n_wk", (np.dtype(np.int32),), 2, writable=True)
+    _need(n_k, "n_k", (np.dtype(np.int64),), 1, writable=True)
+    n_rows, n_topics = n_wk.shape
+    if n_topics < 2:
+        raise ConfigError(f"need at least 2 topics, got {n_topics}")
+    if n_k.shape[0] != n_topics:
+        raise ValueError(f"n_k has {n_k.shape[0]} topics, n_wk has {n_topics}")
+    if z.shape[0] != tokens.shape[0]:
+        raise ValueError(f"z has {z.shape[0]} entries for {tokens.shape[0]} tokens")
+    if doc_ptr.shape[0] < 1 or doc_ptr[0] != 0 or doc_ptr[-1] != tokens.shape[0]:
+        raise ValueError("doc_ptr must start at 0 and end at len(tokens)")
+    if doc_ptr.shape[0] > 1 and np.any(np.diff(doc_ptr) < 0):
+        raise ValueError("doc_ptr must be non-decreasing")
+    if tokens.shape[0] and (int(tokens.min()) < 0 or int(tokens.max()) >= n_rows):
+        raise ValueError(f"tokens must be local word ids in [0, {n_rows})")
+    if z.dtype == np.uint16 and n_topics > 65536:
+        raise ValueError(f"uint16 z cannot hold {n_topics} topics; use int32")
+    bad = _check_z(z, n_topics)
+    if bad >= 0:
+        raise ValueError(f"z[{bad}] = {z[bad]} is not a topic in [0, {n_topics})")
+    if not (np.isfinite(beta) and beta > 0):
+        raise ConfigError(f"beta must be finite and > 0, got {beta}")
+    if int(n_words) < n_rows:
+        raise ValueError(f"n_words = {n_words} is smaller than the {n_rows} cached rows")
+    if not isinstance(key, RandomKey):
+        raise TypeError(f"key must be a RandomKey, got {type(key).__name__}")
+    return as_alpha(alpha, n_topics)
+
+
+class Sampler:
+    """One (algorithm, backend) sampler. Subclasses implement :meth:`_run`.
+
+    Constructors only store settings; :meth:`sweep` does the work.
+    """
+
+    algorithm: str = ""
+    backend: str = "cpu"
+
+    def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -> SweepResult:
+        """Resample every token of one shard once.
+
+        Parameters
+        ----------
+        tokens : int32 [N]
+            Local word ids (rows of ``n_wk``), documents one after another.
+        doc_ptr : int64 [D + 1]
+            Document offsets into ``tokens``, from 0 to N.
+        z : uint16 or int32 [N]
+            Topic of each token, updated in place.
+        n_wk : int32 [V_local, K]
+            The cached word-topic rows, updated in place with this sweep's moves.
+        n_k : int64 [K]
+            Topic totals, updated in place.
+        alpha : float or float64 [K]
+            Dirichlet prior of the doc-topic mixtures (symmetric or not).
+        beta : float
+            Dirichlet prior of the topic-word distributions.
+        n_words : int
+            The global vocabulary size V (for the ``V * beta`` denominators).
+        key : RandomKey
+            The random stream of this (seed, iteration, shard).
+
+        Returns
+        -------
+        SweepResult
+            The sparse delta of ``n_wk`` / ``n_k`` this sweep made, tokens and timing.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from biglda.samplers import get_sampler, init_z, count_from_z, RandomKey
+        >>> tokens = np.array([0, 1, 1, 0], dtype=np.int32)
+        >>> doc_ptr = np.array([0, 2, 4])
+        >>> z = init_z(4, 2, RandomKey(0, 0))
+        >>> n_wk, n_k = count_from_z(tokens, doc_ptr, z, 2, 2)
+        >>> r = get_sampler("cgs").sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, 2,
+        ...                              RandomKey(0, 1))
+        >>> r.n_tokens
+        4
+        """
+        alpha = check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
+        t0 = time.perf_counter()
+        z_old = z.copy()
+        accept_rate = self._run(tokens, doc_ptr, z, n_wk, n_k, alpha, float(beta),
+                                float(n_words), key.state())
+        words, topics, counts, delta_k = _sweep_delta(tokens, z_old, z, n_wk.shape[0],
+                                                      n_wk.shape[1])
+        return SweepResult(words, topics, counts, delta_k, int(tokens.shape[0]), accept_rate,
+                           time.perf_counter() - t0)
+
+    def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(algorithm={self.algorithm!r}, backend={self.backend!r})"

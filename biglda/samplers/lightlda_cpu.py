@@ -1,0 +1,286 @@
+"""LightLDA on the CPU: Metropolis-Hastings with the cycle proposal (Yuan et al. 2015).
+
+Per token, ``mh_steps`` rounds of two MH steps that each leave p(z_i | z_¬i) invariant:
+
+* word proposal q_w(k) ∝ (n_wk + beta) / (n_k + V beta), from alias tables built once
+  per sweep (per clock) from the cached rows. The rows are then *stale*: the acceptance
+  ratio uses the probabilities the tables actually produce (``prob`` of
+  ``_build_alias``), not the current counts, so the chain stays exact:
+  a = min(1, p(t) q_w(s) / (p(s) q_w(t))).
+  Storage is sparse for every K (sec. 4 of the paper): per word an alias table over its
+  non-zero entries n_wk / (n_k + V beta) (topics ascending, for binary-search lookup)
+  plus one shared dense table over beta / (n_k + V beta), mixed by mass; memory ∝ nnz.
+* doc proposal q_d(k) ∝ n_dk + A pa(k) (counts with token i, A = Σ alpha): the topic of
+  a uniformly chosen token of the document, or with probability A / (N_d + A) a draw from
+  alpha / A (uniform when alpha is symmetric, an alias table otherwise). Its acceptance
+  ratio is p(t) (n_ds¬i + A pa(s)) / (p(s) (n_dt¬i + A pa(t))), which for symmetric alpha
+  reduces to the usual word-part ratio.
+
+p(k) = (n_dk¬i + alpha_k)(n_wk¬i + beta)/(n_k¬i + V beta) with current counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from biglda.errors import ConfigError
+from biglda.samplers._kernels import _build_alias, _sample_alias
+from biglda.samplers.base import Sampler
+from biglda.samplers.rng import _next_float, _next_int
+
+
+@njit(nogil=True, cache=True)
+def _word_tables(occ, n_wk, coef):
+    """Sparse per-word alias tables over ``n_wk[w, k] * coef[k]`` (non-zeros only).
+
+    Returns ``(start int64[V+1], mass float64[V], topic int32[M], thr uint32[M],
+    alias int32[M], prob float64[M])``; words with ``occ[w] == 0`` get empty tables.
+    """
+    n_rows, n_topics = n_wk.shape
+    start = np.zeros(n_rows + 1, dtype=np.int64)
+    for w in range(n_rows):
+        nnz = 0
+        if occ[w] > 0:
+            for k in range(n_topics):
+                if n_wk[w, k] != 0:
+                    nnz += 1
+        start[w + 1] = start[w] + nnz
+    m = start[n_rows]
+    topic = np.empty(m, dtype=np.int32)
+    thr = np.empty(m, dtype=np.uint32)
+    alias = np.empty(m, dtype=np.int32)
+    prob = np.empty(m, dtype=np.float64)
+    weight = np.empty(m, dtype=np.float64)
+    mass = np.zeros(n_rows, dtype=np.float64)
+    small = np.empty(n_topics, dtype=np.int64)
+    large = np.empty(n_topics, dtype=np.int64)
+    for w in range(n_rows):
+        lo = start[w]
+        n = start[w + 1] - lo
+        if n == 0:
+            continue
+        p = lo
+        total = 0.0
+        for k in range(n_topics):
+            c = n_wk[w, k]
+            if c != 0:
+                topic[p] = k
+                weight[p] = c * coef[k]
+                total += weight[p]
+                p += 1
+        mass[w] = total
+        _build_alias(weight, lo, n, thr, alias, prob, small, large)
+    return start, mass, topic, thr, alias, prob
+
+
+@njit(nogil=True, cache=True)
+def _sparse_prob(start, topic, prob, w, k, n_topics):
+    """Realised probability of topic ``k`` in word ``w``'s sparse table (0 if absent)."""
+    lo = start[w]
+    hi = start[w + 1]
+    if hi - lo == n_topics:  # a full row: entry k is topic k
+        return prob[lo + k]
+    while lo < hi:  # binary search: topics are ascending
+        mid = (lo + hi) >> 1
+        tm = topic[mid]
+        if tm < k:
+            lo = mid + 1
+        elif tm > k:
+            hi = mid
+        else:
+            return prob[mid]
+    return 0.0
+
+
+@njit(nogil=True, cache=True)
+def _move_half(tokens, doc_ptr, z, n_wk, n_k, half, sign):
+    """Add ``sign`` times the counts of the documents ``d % 2 == half`` to ``n_wk``/``n_k``."""
+    for d in range(half, doc_ptr.shape[0] - 1, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            n_wk[tokens[i], z[i]] += sign
+            n_k[z[i]] += sign
+
+
+@njit(nogil=True, cache=True)
+def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, mh_steps,
+                    symmetric):
+    """One LightLDA sweep; updates ``z``, ``n_wk``, ``n_k`` in place.
+
+    Returns ``(state, n_accepted, n_proposed)``.
+
+    Exactness: a proposal may depend on the state only through z_¬i (the tokens *not*
+    being resampled) — tables built from counts that include the tokens of the sweep
+    itself make each token's kernel depend on where the sweep started, and the chain is
+    then biased (visible on tiny corpora). So the documents are split into two halves
+    (even / odd); the tables for sweeping one half are built from the counts *without*
+    that half (the other half and other shards), which stay fixed while it is swept.
+    """
+    n_topics = n_k.shape[0]
+    a_sum = 0.0
+    for k in range(n_topics):
+        a_sum += alpha[k]
+    small = np.empty(n_topics, dtype=np.int64)
+    large = np.empty(n_topics, dtype=np.int64)
+    # alpha / A for the doc proposal's prior part (the alias table only when asymmetric)
+    a_thr = np.empty(n_topics, dtype=np.uint32)
+    a_alias = np.empty(n_topics, dtype=np.int32)
+    a_prob = np.empty(n_topics, dtype=np.float64)
+    _build_alias(alpha, 0, n_topics, a_thr, a_alias, a_prob, small, large)
+    if symmetric:
+        for k in range(n_topics):
+            a_prob[k] = 1.0 / n_topics
+    n_accept = 0
+    n_propose = 0
+    for half in range(2):
+        state, acc, prop = _lightlda_half(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta,
+                                          n_words, state, mh_steps, symmetric, a_thr,
+                                          a_alias, a_prob, small, large, half)
+        n_accept += acc
+        n_propose += prop
+    return state, n_accept, n_propose
+
+
+@njit(nogil=True, cache=True)
+def _lightlda_half(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state,
+                   mh_steps, symmetric, a_thr, a_alias, a_prob, small, large, half):
+    """Sweep the documents ``d % 2 == half`` with tables built from the other counts."""
+    n_topics = n_k.shape[0]
+    n_rows = n_wk.shape[0]
+    v_beta = n_words * beta
+    # --- tables from the counts without this half (fixed while this half is swept) ---
+    _move_half(tokens, doc_ptr, z, n_wk, n_k, half, -1)
+    coef = np.empty(n_topics, dtype=np.float64)
+    beta_w = np.empty(n_topics, dtype=np.float64)
+    b_mass = 0.0
+    for k in range(n_topics):
+        coef[k] = 1.0 / (n_k[k] + v_beta)
+        beta_w[k] = beta * coef[k]
+        b_mass += beta_w[k]
+    b_thr = np.empty(n_topics, dtype=np.uint32)
+    b_alias = np.empty(n_topics, dtype=np.int32)
+    b_prob = np.empty(n_topics, dtype=np.float64)
+    _build_alias(beta_w, 0, n_topics, b_thr, b_alias, b_prob, small, large)
+    occ = np.zeros(n_rows, dtype=np.int64)
+    for d in range(half, doc_ptr.shape[0] - 1, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            occ[tokens[i]] += 1
+    w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _word_tables(occ, n_wk, coef)
+    _move_half(tokens, doc_ptr, z, n_wk, n_k, half, 1)
+    for k in range(n_topics):  # from here on: current counts
+        coef[k] = 1.0 / (n_k[k] + v_beta)
+
+    n_dk = np.zeros(n_topics, dtype=np.int64)
+    n_accept = 0
+    n_propose = 0
+    for d in range(half, doc_ptr.shape[0] - 1, 2):
+        lo = doc_ptr[d]
+        hi = doc_ptr[d + 1]
+        n_doc = hi - lo
+        for i in range(lo, hi):
+            n_dk[z[i]] += 1
+        for i in range(lo, hi):
+            w = tokens[i]
+            s = np.int64(z[i])
+            n_dk[s] -= 1
+            n_wk[w, s] -= 1
+            n_k[s] -= 1
+            coef[s] = 1.0 / (n_k[s] + v_beta)
+            wl = w_start[w]
+            wn = w_start[w + 1] - wl
+            mix_w = w_mass[w] / (w_mass[w] + b_mass)  # P(sparse part)
+            mix_b = 1.0 - mix_w
+            # target of the current topic, and its word-proposal probability
+            p_s = (n_dk[s] + alpha[s]) * (n_wk[w, s] + beta) * coef[s]
+            q_s = -1.0  # unknown until the word step needs it
+            for _ in range(mh_steps):
+                # --- word proposal (independence sampler on the stale tables) ---
+                state, u = _next_float(state)
+                if u < mix_w:
+                    state, j = _sample_alias(state, wl, wn, w_thr, w_alias)
+                    t = np.int64(w_topic[wl + j])
+                    q_t = mix_w * w_prob[wl + j] + mix_b * b_prob[t]
+                else:
+                    state, j = _sample_alias(state, 0, n_topics, b_thr, b_alias)
+                    t = j
+                    q_t = mix_b * b_prob[t] + mix_w * _sparse_prob(w_start, w_topic, w_prob, w, t, n_topics)
+                n_propose += 1
+                if t != s:
+                    if q_s < 0.0:
+                        q_s = mix_w * _sparse_prob(w_start, w_topic, w_prob, w, s, n_topics) + mix_b * b_prob[s]
+                    p_t = (n_dk[t] + alpha[t]) * (n_wk[w, t] + beta) * coef[t]
+                    state, u = _next_float(state)
+                    if u * p_s * q_t < p_t * q_s:
+                        s = t
+                        p_s = p_t
+                        q_s = q_t
+                        z[i] = s
+                        n_accept += 1
+                else:
+                    n_accept += 1
+                # --- doc proposal: a random token's topic, or the alpha prior ---
+                state, u = _next_float(state)
+                u *= n_doc + a_sum
+                if u < n_doc:
+                    pos = np.int64(u)
+                    if pos >= n_doc:
+                        pos = n_doc - 1
+                    t = np.int64(z[lo + pos])
+                elif symmetric:
+                    state, t = _next_int(state, n_topics)
+                else:
+                    state, t = _sample_alias(state, 0, n_topics, a_thr, a_alias)
+                n_propose += 1
+                if t != s:
+                    p_t = (n_dk[t] + alpha[t]) * (n_wk[w, t] + beta) * coef[t]
+                    num = p_t * (n_dk[s] + a_sum * a_prob[s])
+                    den = p_s * (n_dk[t] + a_sum * a_prob[t])
+                    state, u = _next_float(state)
+                    if u * den < num:
+                        s = t
+                        p_s = p_t
+                        q_s = -1.0
+                        z[i] = s
+                        n_accept += 1
+                else:
+                    n_accept += 1
+            z[i] = s
+            n_dk[s] += 1
+            n_wk[w, s] += 1
+            n_k[s] += 1
+            coef[s] = 1.0 / (n_k[s] + v_beta)
+        for i in range(lo, hi):
+            n_dk[z[i]] = 0
+    return state, n_accept, n_propose
+
+
+class LightLDASampler(Sampler):
+    """LightLDA Metropolis-Hastings (cycle proposal) on the CPU.
+
+    Parameters
+    ----------
+    mh_steps : int
+        Rounds of (word proposal, doc proposal) per token; default 2.
+
+    Examples
+    --------
+    >>> LightLDASampler(mh_steps=4).mh_steps
+    4
+    """
+
+    algorithm = "lightlda"
+    backend = "cpu"
+
+    def __init__(self, mh_steps: int = 2):
+        if int(mh_steps) < 1:
+            raise ConfigError(f"mh_steps must be >= 1, got {mh_steps}")
+        self.mh_steps = int(mh_steps)
+
+    def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
+        symmetric = bool(np.all(alpha == alpha[0]))
+        _, n_accept, n_propose = _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta,
+                                                 n_words, state, self.mh_steps, symmetric)
+        return n_accept / n_propose if n_propose else None
+
+    def __repr__(self) -> str:
+        return f"LightLDASampler(mh_steps={self.mh_steps})"

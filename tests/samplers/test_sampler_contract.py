@@ -1,0 +1,126 @@
+"""The sweep contract, checked for every registered sampler: conservation laws after every
+sweep, the returned delta, determinism of the random streams, argument validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from biglda.samplers import (
+    RandomKey,
+    count_from_z,
+    doc_topic_counts,
+    fit_local,
+    init_z,
+)
+
+
+def _small_corpus(seed=3, n_docs=40, n_words=30, max_len=25):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, max_len, size=n_docs)
+    lengths[5] = 0  # an empty document must be harmless
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = rng.integers(0, n_words, size=int(doc_ptr[-1])).astype(np.int32)
+    return tokens, doc_ptr, n_words
+
+
+@pytest.mark.parametrize("alpha_kind", ["symmetric", "asymmetric"])
+@pytest.mark.parametrize("z_type", [np.uint16, np.int32])
+def test_invariants_after_every_sweep(sampler, alpha_kind, z_type):
+    tokens, doc_ptr, n_words = _small_corpus()
+    n_topics = 7
+    alpha = 0.3 if alpha_kind == "symmetric" else np.linspace(0.05, 1.0, n_topics)
+    z = init_z(len(tokens), n_topics, RandomKey(1, -1)).astype(z_type)
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    for it in range(1, 6):
+        before = n_wk.copy()
+        before_k = n_k.copy()
+        res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, 0.05, n_words,
+                            RandomKey(1, it))
+        assert z.dtype == z_type and np.all(z < n_topics)
+        # n_wk / n_k in place equal the recount from z
+        want_wk, want_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+        np.testing.assert_array_equal(n_wk, want_wk)
+        np.testing.assert_array_equal(n_k, want_k)
+        assert n_k.sum() == len(tokens)
+        # the delta is the change, as COO with unique pairs and no zeros
+        pairs = res.delta_words.astype(np.int64) * n_topics + res.delta_topics
+        assert len(np.unique(pairs)) == len(pairs)
+        assert np.all(res.delta_counts != 0)
+        applied = before.copy()
+        np.add.at(applied, (res.delta_words, res.delta_topics), res.delta_counts)
+        np.testing.assert_array_equal(applied, n_wk)
+        np.testing.assert_array_equal(before_k + res.delta_k, n_k)
+        assert res.delta_k.sum() == 0
+        # doc-topic counts rebuilt from z sum to the document lengths
+        n_dk = doc_topic_counts(doc_ptr, z, n_topics)
+        np.testing.assert_array_equal(n_dk.sum(axis=1), np.diff(doc_ptr))
+        assert res.n_tokens == len(tokens) and res.seconds >= 0
+        if sampler.algorithm == "lightlda":
+            assert 0.0 < res.accept_rate <= 1.0
+        else:
+            assert res.accept_rate is None
+
+
+def test_cached_rows_may_be_a_superset(sampler):
+    # A worker's cached rows also hold other shards' counts: the sweep must leave those
+    # alone and only move its own tokens' counts.
+    tokens, doc_ptr, n_words = _small_corpus(seed=5)
+    n_topics = 5
+    z = init_z(len(tokens), n_topics, RandomKey(2, -1))
+    own_wk, own_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    rng = np.random.default_rng(0)
+    other_wk = rng.integers(0, 4, size=own_wk.shape).astype(np.int32)
+    n_wk = own_wk + other_wk
+    n_k = own_k + other_wk.sum(axis=0)
+    global_v = n_words + 50
+    for it in range(1, 4):
+        sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, global_v, RandomKey(2, it))
+        want_wk, want_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+        np.testing.assert_array_equal(n_wk - other_wk, want_wk)
+        np.testing.assert_array_equal(n_k - other_wk.sum(axis=0), want_k)
+
+
+def test_same_seed_same_z_and_different_seeds_differ(sampler_spec, synthetic):
+    algorithm, backend, params = sampler_spec
+    tokens, doc_ptr, phi, _ = synthetic
+    tokens, doc_ptr = tokens[: doc_ptr[100]], doc_ptr[:101]
+    n_words = phi.shape[1]
+    runs = [fit_local(tokens, doc_ptr, n_words, 8, algorithm, iterations=3, seed=s,
+                      backend=backend, loglik_every=0, **params) for s in (11, 11, 12)]
+    np.testing.assert_array_equal(runs[0].z, runs[1].z)
+    np.testing.assert_array_equal(runs[0].n_wk, runs[1].n_wk)
+    assert np.mean(runs[0].z != runs[2].z) > 0.3
+
+
+def test_init_z_streams():
+    a = init_z(1000, 10, RandomKey(0, -1))
+    np.testing.assert_array_equal(a, init_z(1000, 10, RandomKey(0, -1)))
+    assert np.mean(a != init_z(1000, 10, RandomKey(0, -1, 1))) > 0.8
+    assert set(np.unique(a)) == set(range(10))
+    assert init_z(3, 70_000, RandomKey(0, 0)).dtype == np.int32
+
+
+@pytest.mark.parametrize("mutate, err", [
+    (lambda a: a.update(tokens=a["tokens"].astype(np.int64)), TypeError),
+    (lambda a: a.update(z=a["z"][:-1]), ValueError),
+    (lambda a: a.update(n_wk=np.asfortranarray(a["n_wk"])), ValueError),
+    (lambda a: a.update(n_k=a["n_k"][:-1]), ValueError),
+    (lambda a: a.update(doc_ptr=a["doc_ptr"][:-1]), ValueError),
+    (lambda a: a["z"].__setitem__(0, 9), ValueError),
+    (lambda a: a.update(alpha=-1.0), "ConfigError"),
+    (lambda a: a.update(beta=0.0), "ConfigError"),
+    (lambda a: a.update(key=7), TypeError),
+])
+def test_bad_arguments_are_refused(sampler, mutate, err):
+    from biglda.errors import ConfigError
+
+    tokens = np.array([0, 1, 1, 0], dtype=np.int32)
+    doc_ptr = np.array([0, 2, 4], dtype=np.int64)
+    z = np.array([0, 1, 0, 1], dtype=np.uint16)
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, 2, 2)
+    args = dict(tokens=tokens, doc_ptr=doc_ptr, z=z, n_wk=n_wk, n_k=n_k, alpha=0.1, beta=0.1,
+                n_words=2, key=RandomKey(0, 1))
+    mutate(args)
+    with pytest.raises(ConfigError if err == "ConfigError" else err):
+        sampler.sweep(**args)

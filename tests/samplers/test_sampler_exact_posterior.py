@@ -1,0 +1,79 @@
+"""Each sampler's chain visits assignments with the exact posterior frequencies.
+
+On the tiny corpus every assignment z in K^N is enumerated, p(z | w) computed from the
+collapsed joint, and the visit frequencies of a long thinned chain are compared with a
+chi-square test. For LightLDA this is what proves the Metropolis-Hastings corrections:
+its alias tables are built once per sweep, so they are stale while the sweep changes the
+counts, and only a ratio using the tables' own probabilities keeps the chain exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sampler_oracle import exact_posterior, state_index
+from scipy.stats import chisquare
+
+from biglda.samplers import RandomKey, count_from_z, init_z
+
+
+def _visits(sampler, tokens, doc_ptr, n_words, n_topics, alpha, beta, n_samples, thin, seed):
+    z = init_z(len(tokens), n_topics, RandomKey(seed, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    visits = np.zeros(n_topics ** len(tokens), dtype=np.int64)
+    it = 0
+    for _ in range(50):  # burn-in
+        it += 1
+        sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, RandomKey(seed, it))
+    for _ in range(n_samples):
+        for _ in range(thin):
+            it += 1
+            sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
+                          RandomKey(seed, it))
+        visits[state_index(z, n_topics)] += 1
+    return visits
+
+
+def _check(visits, p):
+    expected = p * visits.sum()
+    # pool the states too rare for the chi-square approximation (expected count < 5)
+    rare = expected < 5
+    obs = np.append(visits[~rare], visits[rare].sum())
+    exp = np.append(expected[~rare], expected[rare].sum())
+    if exp[-1] == 0:
+        obs, exp = obs[:-1], exp[:-1]
+    stat, pvalue = chisquare(obs, exp)
+    assert pvalue > 1e-3, f"chi2={stat:.1f} on {len(obs) - 1} dof, p={pvalue:.2e}"
+
+
+def test_exact_posterior_k2(sampler, tiny_docs):
+    tokens, doc_ptr, n_words, n_topics = tiny_docs
+    alpha, beta = 0.5, 0.3
+    p = exact_posterior(tokens, doc_ptr, n_words, n_topics, alpha, beta)
+    visits = _visits(sampler, tokens, doc_ptr, n_words, n_topics, alpha, beta,
+                     n_samples=8000, thin=3, seed=20)
+    _check(visits, p)
+
+
+def test_exact_posterior_k3_asymmetric(sampler, tiny_docs):
+    # Asymmetric alpha exercises LightLDA's alias-sampled prior part of the doc proposal;
+    # n_words is the global V (larger than the cached rows), as on a worker.
+    tokens, doc_ptr, n_words, _ = tiny_docs
+    n_topics = 3
+    alpha = np.array([0.2, 0.7, 1.5])
+    beta, global_v = 0.2, n_words + 2
+    p = exact_posterior(tokens, doc_ptr, global_v, n_topics, alpha, beta)
+    visits = _visits(sampler, tokens, doc_ptr, global_v, n_topics, alpha, beta,
+                     n_samples=12000, thin=3, seed=21)
+    _check(visits, p)
+
+
+@pytest.mark.slow
+def test_exact_posterior_lightlda_one_step(tiny_docs):
+    from biglda.samplers import get_sampler
+
+    tokens, doc_ptr, n_words, n_topics = tiny_docs
+    p = exact_posterior(tokens, doc_ptr, n_words, n_topics, 0.3, 0.1)
+    visits = _visits(get_sampler("lightlda", mh_steps=1), tokens, doc_ptr, n_words, n_topics,
+                     0.3, 0.1, n_samples=40000, thin=4, seed=22)
+    _check(visits, p)
