@@ -190,7 +190,38 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
-    pass
+    p = sub.add_parser(
+        "report", help="write a self-contained HTML report of a trained model",
+        description="Convergence plots, throughput per worker, topic sizes and top words, "
+                    "configuration and evaluation of a model.zarr, in one HTML file that "
+                    "opens offline (no server, no CDN).")
+    p.add_argument("model", metavar="MODEL", help="model.zarr written by biglda train")
+    p.add_argument("-o", "--out", default="report.html",
+                   help="HTML file to write (default: report.html)")
+    p.add_argument("--top-n", type=int, default=15, metavar="N",
+                   help="words shown per topic (default: 15)")
+    p.set_defaults(func=_cmd_report)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    import os
+    from importlib.metadata import entry_points
+
+    if args.top_n < 1:
+        raise BigLDAError(f"--top-n must be >= 1, got {args.top_n}")
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(out_dir):
+        raise BigLDAError(f"{args.out}: directory {out_dir} does not exist")
+    # The report lives in the dashboards package, which biglda never imports directly.
+    found = entry_points(group="biglda.reports", name="html")
+    if not found:
+        raise BigLDAError("no report plugin installed (entry point biglda.reports:html from the "
+                          "dashboards package); reinstall biglda with `pip install -e .`")
+    write_report = next(iter(found)).load()
+    path = write_report(args.model, args.out, top_n=args.top_n)
+    if not args.quiet:
+        print(f"report written to {path}")
+    return 0
 
 
 # --------------------------------------------------------------------------- entry point

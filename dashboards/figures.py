@@ -19,6 +19,7 @@ from bokeh.models import (
     FactorRange,
     HoverTool,
     NumeralTickFormatter,
+    Range1d,
     TableColumn,
 )
 from bokeh.palettes import Category10_10
@@ -42,9 +43,12 @@ TABLE_WORDS = 12
 _BLUE, _ORANGE, _GREEN = Category10_10[0], Category10_10[1], Category10_10[2]
 
 
-def _figure(title: str, x_label: str, y_label: str, **kw: Any):
-    fig = figure(title=title, height=PANEL_HEIGHT, width=PANEL_WIDTH,
-                 tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="above", **kw)
+def panel_figure(title: str, x_label: str, y_label: str, **kw: Any):
+    """A figure with the page's size, tools and label style."""
+    kw.setdefault("height", PANEL_HEIGHT)
+    kw.setdefault("width", PANEL_WIDTH)
+    fig = figure(title=title, tools="pan,wheel_zoom,box_zoom,reset,save",
+                 toolbar_location="above", **kw)
     fig.xaxis.axis_label = x_label
     fig.yaxis.axis_label = y_label
     fig.title.text_font_size = "11pt"
@@ -88,17 +92,20 @@ class RunPanels:
     # ----------------------------------------------------------------- figures
     def _build_figures(self) -> list:
         h = self.history
-        ll = _figure("Log-likelihood per token", "iteration", "LL / token")
+        ll = panel_figure("Log-likelihood per token", "iteration", "LL / token")
+        # Every per-iteration panel shares one x range: zooming one zooms all, and a
+        # panel without data (acceptance under CGS) still gets a sensible axis.
+        x_it = ll.x_range
         _line(ll, h, "iteration", "ll_per_token", _BLUE)
 
-        ll_t = _figure("Log-likelihood per token over time", "elapsed (s)", "LL / token")
+        ll_t = panel_figure("Log-likelihood per token over time", "elapsed (s)", "LL / token")
         _line(ll_t, h, "elapsed", "ll_per_token", _BLUE)
 
-        tps = _figure("Throughput, all workers", "iteration", "tokens / s")
+        tps = panel_figure("Throughput, all workers", "iteration", "tokens / s", x_range=x_it)
         _line(tps, h, "iteration", "tokens_per_s", _GREEN, fmt="0,0")
         tps.yaxis.formatter = NumeralTickFormatter(format="0.0a")
 
-        tpw = _figure("Throughput per worker", "iteration", "tokens / s")
+        tpw = panel_figure("Throughput per worker", "iteration", "tokens / s", x_range=x_it)
         tpw.multi_line("xs", "ys", source=self.per_worker, color="color", line_width=2,
                        legend_field="worker")
         tpw.yaxis.formatter = NumeralTickFormatter(format="0.0a")
@@ -106,7 +113,7 @@ class RunPanels:
         tpw.legend.click_policy = "hide"
         tpw.legend.label_text_font_size = "8pt"
 
-        clk = _figure("Each worker's clock (now)", "worker", "clock",
+        clk = panel_figure("Each worker's clock (now)", "worker", "clock",
                       x_range=FactorRange(factors=[]))
         clk.vbar(x="worker", top="clock", source=self.clocks, width=0.7, color="color")
         clk.xaxis.major_label_orientation = 0.5
@@ -114,22 +121,22 @@ class RunPanels:
         clk.add_tools(HoverTool(tooltips=[("worker", "@worker"), ("clock", "@clock")]))
         self._clock_fig = clk
 
-        spread = _figure("Clock spread (max - min clock)", "iteration", "clocks")
+        spread = panel_figure("Clock spread (max - min clock)", "iteration", "clocks", x_range=x_it)
         _line(spread, h, "iteration", "clock_spread", _ORANGE, fmt="0")
         spread.y_range.start = 0
 
-        ps = _figure("Parameter-server traffic per clock", "iteration", "bytes")
+        ps = panel_figure("Parameter-server traffic per clock", "iteration", "bytes", x_range=x_it)
         _line(ps, h, "iteration", "bytes_pushed", _BLUE, "pushed", fmt="0.0 b")
         _line(ps, h, "iteration", "bytes_pulled", _ORANGE, "pulled", fmt="0.0 b")
         ps.yaxis.formatter = NumeralTickFormatter(format="0.0 b")
         ps.legend.location = "top_right"
 
-        acc = _figure("Metropolis-Hastings acceptance rate", "iteration", "accepted / proposed")
+        acc = panel_figure("Metropolis-Hastings acceptance rate", "iteration", "accepted / proposed", x_range=x_it)
         _line(acc, h, "iteration", "accept_rate", _GREEN)
-        acc.y_range.start = 0
+        acc.y_range = Range1d(0, 1)
         self._accept_fig = acc
 
-        ovh = _figure("Parameter-server overhead", "iteration", "share of iteration time")
+        ovh = panel_figure("Parameter-server overhead", "iteration", "share of iteration time", x_range=x_it)
         _line(ovh, h, "iteration", "ps_overhead", _ORANGE)
         ovh.yaxis.formatter = NumeralTickFormatter(format="0%")
         ovh.y_range.start = 0
@@ -184,11 +191,12 @@ class RunPanels:
                                  "them every few clocks)</i>")
 
     def _refresh_titles(self, run: RunSeries | None) -> None:
-        algo = str((run.config if run else {}).get("algorithm", "")).lower() if run else ""
+        config = run.config if run else {}
+        sampler = str(config.get("sampler", config.get("algorithm", ""))).lower()
         has_accept = bool(run and any(r.get("accept_rate") is not None for r in run.records))
         self._accept_fig.title.text = (
-            "Metropolis-Hastings acceptance rate" if has_accept or not algo or algo != "cgs"
-            else "Metropolis-Hastings acceptance rate (n/a: collapsed Gibbs never rejects)")
+            "Metropolis-Hastings acceptance rate (n/a: exact Gibbs)"
+            if sampler == "cgs" and not has_accept else "Metropolis-Hastings acceptance rate")
 
 
 # --------------------------------------------------------------------------- HTML helpers
