@@ -1,0 +1,233 @@
+"""Host side shared by the GPU samplers: device arrays, word-major order, doc chunks, the delta.
+
+One sweep on the GPU (:class:`GPUSampler.sweep`):
+
+1. inputs to the device: CuPy arrays are used in place; NumPy arrays are copied up (on a
+   real GPU) or used in place (under the CUDA simulator, where "device arrays" are NumPy);
+2. the subclass prepares per-sweep state (LightLDA builds its alias tables here);
+3. documents are cut into chunks whose dense ``n_dk`` [D_chunk, K] fits ``ndk_budget``
+   entries; per chunk: word-major order, ``n_dk`` rebuilt from ``z``, the sampling kernel;
+4. the delta of ``n_wk``/``n_k`` from ``z`` before/after, as the contract's COO.
+
+CuPy does allocation, transfers, sorting and reductions; numba-cuda runs the kernels.
+Nothing here is imported before :func:`biglda.samplers.backends.require_gpu` succeeded.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from biglda.errors import ConfigError
+from biglda.samplers._kernels import _sweep_delta
+from biglda.samplers.backends import require_gpu
+from biglda.samplers.base import Sampler, SweepResult, as_alpha, check_sweep_args
+from biglda.samplers.rng import RandomKey
+
+_MASK32 = 0xFFFFFFFF
+
+
+def stream_keys(key: RandomKey) -> tuple[int, int]:
+    """The two 32-bit stream keys of the kernels' counter-based hash, from the key's state."""
+    state = int(key.state())
+    return state & _MASK32, (state >> 32) & _MASK32
+
+
+def is_device_array(a) -> bool:
+    """True for a CUDA device array (CuPy, numba), False for NumPy."""
+    return hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray)
+
+
+def word_major(xp, tokens, lo: int, hi: int):
+    """Positions ``lo..hi-1`` sorted by (word, position): int64 [hi - lo].
+
+    The key is unique per position, so any sort (CuPy's radix sort too) gives this order.
+    """
+    n = hi - lo
+    keys = tokens[lo:hi].astype(np.int64) * max(n, 1) + xp.arange(n, dtype=np.int64)
+    return xp.argsort(keys).astype(np.int64) + lo
+
+
+def doc_chunks(doc_ptr: np.ndarray, n_topics: int, ndk_budget: int) -> list[tuple[int, int]]:
+    """Document ranges ``[(d_lo, d_hi), ...]`` of at most ``ndk_budget // K`` documents."""
+    n_docs = len(doc_ptr) - 1
+    per = max(1, int(ndk_budget) // n_topics)
+    return [(lo, min(n_docs, lo + per)) for lo in range(0, n_docs, per)]
+
+
+def sweep_delta_xp(xp, tokens, z_old, z_new, n_topics: int):
+    """``_sweep_delta`` with array ops (runs on CuPy arrays): the moves as unique COO.
+
+    Returns ``(words int32[M], topics int32[M], counts int32[M], delta_k int64[K])``
+    sorted by (word, topic), no zero counts.
+    """
+    moved = xp.nonzero(z_old != z_new)[0]
+    w = tokens[moved].astype(np.int64)
+    a = z_old[moved].astype(np.int64)
+    b = z_new[moved].astype(np.int64)
+    keys = xp.concatenate([w * n_topics + a, w * n_topics + b])
+    vals = xp.concatenate([xp.full(len(moved), -1, dtype=np.int64),
+                           xp.ones(len(moved), dtype=np.int64)])
+    order = xp.argsort(keys)
+    keys = keys[order]
+    csum = xp.cumsum(vals[order])
+    if len(keys):
+        last = xp.nonzero(xp.concatenate([keys[1:] != keys[:-1], xp.ones(1, dtype=bool)]))[0]
+        sums = xp.diff(xp.concatenate([xp.zeros(1, dtype=np.int64), csum[last]]))
+        keys = keys[last]
+        keep = sums != 0
+        keys, sums = keys[keep], sums[keep]
+    else:
+        sums = keys
+    delta_k = (xp.bincount(b, minlength=n_topics) - xp.bincount(a, minlength=n_topics))
+    return ((keys // n_topics).astype(np.int32), (keys % n_topics).astype(np.int32),
+            sums.astype(np.int32), delta_k.astype(np.int64))
+
+
+def _to_host(xp, a) -> np.ndarray:
+    return a if xp is np else xp.asnumpy(a)
+
+
+def check_device_args(xp, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key):
+    """The checks of ``check_sweep_args`` for device arrays; returns alpha float64 [K]."""
+    want = {"tokens": (tokens, ("int32",), 1), "doc_ptr": (doc_ptr, ("int64",), 1),
+            "z": (z, ("uint16", "int32"), 1), "n_wk": (n_wk, ("int32",), 2),
+            "n_k": (n_k, ("int64",), 1)}
+    for name, (arr, dtypes, ndim) in want.items():
+        if not is_device_array(arr):
+            raise TypeError(f"{name} must be a device array like the others, got "
+                            f"{type(arr).__name__}")
+        if str(arr.dtype) not in dtypes:
+            raise TypeError(f"{name} has dtype {arr.dtype}, expected one of {', '.join(dtypes)}")
+        if arr.ndim != ndim or not arr.flags.c_contiguous:
+            raise ValueError(f"{name} must be a C-contiguous {ndim}-D array")
+    n_rows, n_topics = n_wk.shape
+    if n_topics < 2:
+        raise ConfigError(f"need at least 2 topics, got {n_topics}")
+    if n_k.shape[0] != n_topics or z.shape[0] != tokens.shape[0]:
+        raise ValueError("shapes of z/tokens or n_k/n_wk disagree")
+    if doc_ptr.shape[0] < 1 or int(doc_ptr[0]) != 0 or int(doc_ptr[-1]) != tokens.shape[0]:
+        raise ValueError("doc_ptr must start at 0 and end at len(tokens)")
+    if tokens.shape[0] and (int(tokens.min()) < 0 or int(tokens.max()) >= n_rows):
+        raise ValueError(f"tokens must be local word ids in [0, {n_rows})")
+    if tokens.shape[0] and int(z.max()) >= n_topics:
+        raise ValueError(f"z holds topics outside [0, {n_topics})")
+    if not (np.isfinite(beta) and beta > 0):
+        raise ConfigError(f"beta must be finite and > 0, got {beta}")
+    if int(n_words) < n_rows:
+        raise ValueError(f"n_words = {n_words} is smaller than the {n_rows} cached rows")
+    if not isinstance(key, RandomKey):
+        raise TypeError(f"key must be a RandomKey, got {type(key).__name__}")
+    return as_alpha(alpha, n_topics)
+
+
+class GPUSampler(Sampler):
+    """Base of the GPU samplers: the per-sweep driver; subclasses supply the kernels.
+
+    Accepts NumPy arrays (the contract; on a real GPU they are copied to the device and
+    ``z``/``n_wk``/``n_k`` updated back in place) or CuPy arrays (worked on in place on the
+    device, no transfers: what a GPU worker holding its shard on the device should pass).
+    """
+
+    backend = "gpu"
+
+    def __init__(self, deterministic: bool = False, ndk_budget: int = 1 << 28,
+                 block_threads: int | None = None, max_blocks: int | None = None):
+        self.deterministic = bool(deterministic)
+        self.ndk_budget = int(ndk_budget)
+        self.block_threads = block_threads
+        self.max_blocks = max_blocks
+        if self.ndk_budget < 1:
+            raise ConfigError(f"ndk_budget must be >= 1, got {ndk_budget}")
+        if block_threads is not None and not 1 <= int(block_threads) <= 1024:
+            raise ConfigError(f"block_threads must be in [1, 1024], got {block_threads}")
+        if max_blocks is not None and int(max_blocks) < 1:
+            raise ConfigError(f"max_blocks must be >= 1, got {max_blocks}")
+        self.simulator = require_gpu().simulator
+
+    # subclass hooks -------------------------------------------------------------------
+    def _prepare(self, xp, d, alpha, beta, v_beta):
+        """Per-sweep state before the chunks (alias tables...); ``d`` the device arrays."""
+        return None
+
+    def _run_chunk(self, xp, d, state, perm, pos_lo, pos_hi, d_lo, n_dk, keys, alpha,
+                   beta, v_beta):
+        raise NotImplementedError
+
+    def _accept_rate(self, xp, state) -> float | None:
+        return None
+
+    # the sweep ------------------------------------------------------------------------
+    def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -> SweepResult:
+        """Resample every token of one shard once on the GPU; see :meth:`Sampler.sweep`.
+
+        Examples
+        --------
+        >>> from biglda.samplers import get_sampler  # doctest: +SKIP
+        >>> get_sampler("cgs", "gpu", deterministic=True).sweep(...)  # doctest: +SKIP
+        """
+        on_device = is_device_array(z)
+        if on_device or not self.simulator:
+            import cupy as xp
+        else:
+            xp = np
+        if on_device:
+            alpha = check_device_args(xp, tokens, doc_ptr, z, n_wk, n_k, alpha, beta,
+                                      n_words, key)
+        else:
+            alpha = check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
+        t0 = time.perf_counter()
+        beta = float(beta)
+        v_beta = float(n_words) * beta
+        n_tokens = int(tokens.shape[0])
+        n_topics = int(n_wk.shape[1])
+        upload = not on_device and xp is not np
+        d = {name: (xp.asarray(a) if upload else a) for name, a in
+             (("tokens", tokens), ("doc_ptr", doc_ptr), ("z", z), ("n_wk", n_wk),
+              ("n_k", n_k))}
+        z_old = z.copy()
+        d["doc_of"] = (xp.searchsorted(d["doc_ptr"], xp.arange(n_tokens), side="right")
+                       - 1).astype(np.int32)
+        alpha_d = xp.asarray(alpha)
+        state = self._prepare(xp, d, alpha, beta, v_beta)
+        keys = stream_keys(key)
+        doc_ptr_h = _to_host(xp, d["doc_ptr"])
+        chunks = doc_chunks(doc_ptr_h, n_topics, self.ndk_budget)
+        rows = max((hi - lo for lo, hi in chunks), default=0)
+        ndk_buf = xp.zeros((rows, n_topics), dtype=np.int32)
+        for d_lo, d_hi in chunks:
+            pos_lo, pos_hi = int(doc_ptr_h[d_lo]), int(doc_ptr_h[d_hi])
+            if pos_hi == pos_lo:
+                continue
+            perm = word_major(xp, d["tokens"], pos_lo, pos_hi)
+            # perm holds positions pos_lo.. in chunk order at perm[0..]: index it from 0
+            self._run_chunk(xp, d, state, perm, 0, pos_hi - pos_lo, d_lo,
+                            ndk_buf[: d_hi - d_lo], keys, alpha_d, beta, v_beta)
+        accept_rate = self._accept_rate(xp, state)
+
+        if on_device:
+            words, topics, counts, delta_k = (
+                xp.asnumpy(a) for a in sweep_delta_xp(xp, tokens, z_old, z, n_topics))
+        else:
+            if upload:
+                z[...] = xp.asnumpy(d["z"])
+            words, topics, counts, delta_k = _sweep_delta(tokens, z_old, z, n_wk.shape[0],
+                                                          n_topics)
+            if upload:  # the kernels moved the device copies; move the caller's arrays
+                np.add.at(n_wk, (words, topics), counts)
+                n_k += delta_k
+        return SweepResult(words, topics, counts, delta_k, n_tokens, accept_rate,
+                           time.perf_counter() - t0)
+
+    # launch geometry ------------------------------------------------------------------
+    def _grid(self, n_items: int, threads: int, sim_blocks: int = 2) -> int:
+        """Blocks for ``n_items`` items (grid-stride loops cover the rest)."""
+        if self.deterministic:
+            return 1
+        cap = self.max_blocks or (sim_blocks if self.simulator else 65535)
+        return max(1, min(cap, -(-n_items // threads)))
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(deterministic={self.deterministic}, "
+                f"simulator={self.simulator})")

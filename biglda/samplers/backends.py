@@ -1,0 +1,125 @@
+"""Which compute backend can run here: GPU detection, the ConfigError when it cannot, ``auto``.
+
+Nothing here imports CUDA at module import; :func:`gpu_status` does, on first call, and
+remembers the answer. Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` set before
+numba is imported) the GPU samplers run their kernels on the CPU: an explicit
+``backend="gpu"`` is then served (that is how CPU-only CI tests the kernels), but
+``backend="auto"`` still picks the CPU, because the simulator is not a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+from dataclasses import dataclass
+
+from biglda.errors import ConfigError
+
+__all__ = ["GpuStatus", "gpu_status", "require_gpu", "resolve_backend"]
+
+log = logging.getLogger("biglda.samplers")
+
+_INSTALL_HINT = "install the GPU extra: pip install 'biglda[gpu]'"
+
+
+@dataclass(frozen=True)
+class GpuStatus:
+    """What :func:`gpu_status` found.
+
+    ``usable``: GPU samplers can run (on a device, or on the simulator when ``simulator``);
+    ``reason``: one line, the device name when usable, else the cause.
+    """
+
+    usable: bool
+    simulator: bool
+    reason: str
+
+
+def simulator_requested() -> bool:
+    """True when numba's CUDA simulator is on (its config, else the environment)."""
+    import os
+
+    try:
+        from numba.core import config
+    except ImportError:  # pragma: no cover - numba is a hard dependency
+        return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+    return bool(config.ENABLE_CUDASIM)
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_status() -> GpuStatus:
+    """Find out, once per process, whether the GPU samplers can run and why not.
+
+    Checks in order: numba-cuda installed, the simulator, the CUDA driver, a CUDA device,
+    CuPy installed (the most basic missing piece is the one reported).
+
+    Examples
+    --------
+    >>> s = gpu_status()
+    >>> isinstance(s.reason, str) and s.reason != ""
+    True
+    """
+    if importlib.util.find_spec("numba_cuda") is None:
+        return GpuStatus(False, False, f"numba-cuda is not installed ({_INSTALL_HINT})")
+    if simulator_requested():
+        return GpuStatus(True, True, "the CUDA simulator (NUMBA_ENABLE_CUDASIM=1): kernels run "
+                                     "on the CPU, for tests only")
+    try:
+        from numba import cuda
+        from numba.cuda.cudadrv.driver import driver
+    except Exception as exc:  # a broken numba-cuda install
+        return GpuStatus(False, False, f"numba.cuda cannot be imported: {exc}".replace("\n", " "))
+    try:
+        driver_ok = driver.is_available  # a property that runs cuInit, which may raise
+        cause = driver.initialization_error
+    except Exception as exc:
+        driver_ok, cause = False, exc
+    if not driver_ok:
+        cause = " ".join(str(cause or "unknown error").split())
+        return GpuStatus(False, False, f"no usable CUDA driver: {cause}")
+    try:
+        n_devices = len(cuda.gpus)
+        name = cuda.get_current_device().name if n_devices else ""
+    except Exception as exc:
+        return GpuStatus(False, False, f"no usable CUDA device: {exc}".replace("\n", " "))
+    if n_devices == 0:
+        return GpuStatus(False, False, "no CUDA device is visible (check CUDA_VISIBLE_DEVICES)")
+    if importlib.util.find_spec("cupy") is None:
+        return GpuStatus(False, False, f"CuPy is not installed ({_INSTALL_HINT})")
+    if isinstance(name, bytes):
+        name = name.decode()
+    return GpuStatus(True, False, f"CUDA device 0: {name} ({n_devices} visible)")
+
+
+def require_gpu() -> GpuStatus:
+    """The :class:`GpuStatus`, or a ConfigError naming why the GPU backend cannot run."""
+    status = gpu_status()
+    if not status.usable:
+        raise ConfigError(f"backend 'gpu' is unavailable: {status.reason.rstrip('.')}; "
+                          "use backend='cpu'")
+    return status
+
+
+def resolve_backend(backend: str) -> str:
+    """Map ``"auto"`` to ``"gpu"`` when a real GPU works, else ``"cpu"``; logs the choice.
+
+    ``"cpu"`` and ``"gpu"`` pass through unchanged (``"gpu"`` is checked when the sampler
+    is built, so its error names the cause).
+
+    Examples
+    --------
+    >>> resolve_backend("cpu")
+    'cpu'
+    """
+    if backend in ("cpu", "gpu"):
+        return backend
+    if backend != "auto":
+        raise ConfigError(f"unknown backend {backend!r}; expected 'cpu', 'gpu' or 'auto'")
+    status = gpu_status()
+    if status.usable and not status.simulator:
+        log.info("backend auto -> gpu (%s)", status.reason)
+        return "gpu"
+    log.info("backend auto -> cpu (%s)", "the CUDA simulator is not a GPU" if status.simulator
+             else status.reason)
+    return "cpu"
