@@ -25,11 +25,13 @@ def split_url(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
 
 
 def exists(url: str) -> bool:
+    """Whether anything exists at ``url`` (a file, a directory or a store)."""
     fs, path = split_url(url)
     return bool(fs.exists(path))
 
 
 def remove(url: str) -> None:
+    """Remove whatever is at ``url`` (recursively); nothing if it does not exist."""
     fs, path = split_url(url)
     if fs.exists(path):
         fs.rm(path, recursive=True)
@@ -52,8 +54,11 @@ def atomic_output(url: str, *, overwrite: bool = False) -> Iterator[str]:
 
     Examples
     --------
+    >>> import zarr
     >>> with atomic_output("memory://doc/out.zarr", overwrite=True) as tmp:
-    ...     pass  # write the store at tmp
+    ...     _ = zarr.open_group(tmp, mode="w")  # write the store at tmp
+    >>> exists("memory://doc/out.zarr")
+    True
     """
     url = os.fspath(url).rstrip("/")
     if exists(url) and not overwrite:
@@ -67,6 +72,8 @@ def atomic_output(url: str, *, overwrite: bool = False) -> Iterator[str]:
             if fs.exists(tmp_path):
                 fs.rm(tmp_path, recursive=True)
         raise
+    if not fs.exists(tmp_path):
+        raise RuntimeError(f"nothing was written at {tmp} for {url}")
     _, final_path = split_url(url)
     if fs.exists(final_path):
         # Move the old store aside first so the final path is never half-deleted.

@@ -7,12 +7,15 @@ draw theta ~ Dir(alpha), a Poisson length, and then the LDA generative process.
 
 Generation is batched and keyed by (seed, batch): the same seed and batch size give
 the same corpus, and memory is bounded by one batch whatever the corpus size.
+:func:`write_synthetic` stores a corpus with its truth (``truth/`` inside the
+corpus group); :func:`load_truth` reads the truth back in the corpus's word ids.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -71,7 +74,7 @@ def iter_batches(
         theta = np.nan_to_num(theta, nan=1.0 / spec.n_topics)
         lengths = np.maximum(rng.poisson(spec.mean_doc_length, size=d), 1).astype(np.int64)
         # Topic counts per document, then topic of each token in document order.
-        counts = np.stack([rng.multinomial(n, t / t.sum()) for n, t in zip(lengths, theta)])
+        counts = np.stack([rng.multinomial(n, t / t.sum()) for n, t in zip(lengths, theta, strict=True)])
         topics = np.repeat(np.tile(np.arange(spec.n_topics), d), counts.ravel())
         tokens = np.empty(len(topics), dtype=np.int32)
         order = np.argsort(topics, kind="stable")
@@ -108,3 +111,130 @@ def generate(spec: SynthSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     doc_ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=doc_ptr[1:])
     return np.concatenate(toks), doc_ptr, phi, np.concatenate(thetas)
+
+
+# --------------------------------------------------------------------------- corpus stores
+
+
+def _batch_counts(spec: SynthSpec, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Counting pass: ``(word_count, doc_freq, n_docs, n_tokens)`` over raw word ids."""
+    from biglda.corpus.store import unique_sorted
+
+    v = spec.n_words
+    word_count = np.zeros(v, dtype=np.int64)
+    doc_freq = np.zeros(v, dtype=np.int64)
+    n_docs = n_tokens = 0
+    for tokens, lengths, _ in iter_batches(spec, phi):
+        word_count += np.bincount(tokens, minlength=v)
+        doc = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        doc_freq += np.bincount(unique_sorted(doc * v + tokens) % v, minlength=v)
+        n_docs += len(lengths)
+        n_tokens += len(tokens)
+    return word_count, doc_freq, n_docs, n_tokens
+
+
+def write_synthetic(url: str, spec: SynthSpec, overwrite: bool = False,
+                    chunk_tokens: int | None = None) -> dict:
+    """Write a synthetic corpus and its ground truth (``truth/phi``, ``truth/theta``).
+
+    Streams: the deterministic batches of :func:`iter_batches` are generated twice,
+    once to count words (word ids are ordered by descending frequency) and once
+    to write, so memory is one batch whatever ``spec.n_docs``. Words that never
+    occur are left out of the vocabulary; ``truth/phi`` keeps the columns of the
+    stored words, in corpus ids, with rows renormalized to sum to 1.
+
+    Parameters
+    ----------
+    url : str
+        Output store (any fsspec URL), written atomically.
+    spec : SynthSpec
+        The generative parameters (stored in ``attrs["synthetic"]``).
+    overwrite : bool
+        Replace an existing store.
+    chunk_tokens : int, optional
+        Tokens per chunk of ``tokens``.
+
+    Returns
+    -------
+    dict
+        ``n_docs``, ``n_tokens``, ``n_words`` of the stored corpus.
+
+    Examples
+    --------
+    >>> spec = SynthSpec(n_docs=20, n_words=30, n_topics=3, mean_doc_length=10)
+    >>> write_synthetic("memory://doc/synth.zarr", spec, overwrite=True)["n_docs"]
+    20
+    >>> phi, theta = load_truth("memory://doc/synth.zarr")
+    >>> theta.shape
+    (20, 3)
+    """
+    import zarr
+
+    from biglda.corpus.storage import atomic_output
+    from biglda.corpus.store import DOC_CHUNK, ChunkedAppender, CorpusWriter
+
+    log = logging.getLogger(__name__)
+    phi = topic_word_truth(spec)
+    word_count, doc_freq, n_docs, n_tokens = _batch_counts(spec, phi)
+    order = np.argsort(-word_count, kind="stable")
+    order = order[word_count[order] > 0]
+    remap = np.full(spec.n_words, -1, dtype=np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    width = len(str(spec.n_words - 1))
+    vocab = [f"w{i:0{width}d}" for i in order]
+    phi_kept = phi[:, order]
+    phi_kept /= phi_kept.sum(axis=1, keepdims=True)
+    attrs = {"synthetic": asdict(spec),
+             "source": {"synthetic": "biglda.corpus.synth", "seed": spec.seed},
+             "tokenizer": {"lowercase": False, "pretokenized": True}}
+    with atomic_output(url, overwrite=overwrite) as tmp:
+        writer = CorpusWriter(tmp, n_docs=n_docs, n_tokens=n_tokens, vocab=vocab,
+                              word_count=word_count[order], doc_freq=doc_freq[order],
+                              attrs=attrs, chunk_tokens=chunk_tokens)
+        truth = zarr.open_group(tmp, mode="a").require_group("truth")
+        truth.create_array("phi", data=phi_kept)
+        rows = max(1, min(DOC_CHUNK, 2**22 // spec.n_topics))
+        theta_out = ChunkedAppender(truth.create_array(
+            "theta", shape=(n_docs, spec.n_topics), dtype=np.float32,
+            chunks=(rows, spec.n_topics), fill_value=0.0))
+        start = 0
+        for tokens, lengths, theta in iter_batches(spec, phi):
+            ids = np.arange(start, start + len(lengths)).astype(str)
+            writer.append_docs(remap[tokens], lengths, ids)
+            theta_out.append(theta)
+            start += len(lengths)
+        theta_out.close()
+        writer.close()
+    log.info("synthetic corpus: %d docs, %d tokens, %d words -> %s",
+             n_docs, n_tokens, len(order), url)
+    return {"n_docs": n_docs, "n_tokens": n_tokens, "n_words": len(order)}
+
+
+def load_truth(url: str) -> tuple[np.ndarray, np.ndarray]:
+    """Ground truth of a synthetic corpus: ``(phi float64 [K, V], theta float32 [D, K])``.
+
+    ``phi``'s columns are the corpus's word ids. Raises
+    :class:`~biglda.errors.FormatError` when the store is not a corpus or has no truth.
+
+    Examples
+    --------
+    >>> spec = SynthSpec(n_docs=5, n_words=20, n_topics=2, mean_doc_length=8)
+    >>> _ = write_synthetic("memory://doc/truth.zarr", spec, overwrite=True)
+    >>> phi, theta = load_truth("memory://doc/truth.zarr")
+    >>> phi.shape[0], bool(np.allclose(phi.sum(axis=1), 1.0))
+    (2, True)
+    """
+    import zarr
+
+    from biglda.corpus.store import Corpus
+    from biglda.errors import FormatError
+
+    corpus = Corpus.open(url)
+    if not corpus.has_truth():
+        raise FormatError(f"{corpus.url} has no ground truth (not made by `datasets synth`)")
+    truth = zarr.open_group(corpus.url, mode="r")["truth"]
+    phi = np.asarray(truth["phi"][:], dtype=np.float64)
+    theta = np.asarray(truth["theta"][:], dtype=np.float32)
+    if phi.shape[1] != corpus.n_words or theta.shape[0] != corpus.n_docs:
+        raise FormatError(f"{corpus.url} has ground truth of the wrong shape")
+    return phi, theta
