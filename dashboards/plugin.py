@@ -193,7 +193,7 @@ class LivePage:
         run = self.runs.get(self.run_id)
         if run is not None:
             self.panels.append(run)
-            self._refresh_header(run)
+        self._refresh_header(run)
 
     def _on_select(self, attr: str, old: str, new: str) -> None:
         if new == self.run_id or new not in self.runs.runs:
