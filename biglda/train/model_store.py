@@ -52,7 +52,7 @@ def save_model(
     n_wk = np.ascontiguousarray(n_wk, dtype=np.int32)
     n_words, n_topics = n_wk.shape
     alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (n_topics,))
-    doc_ids = np.asarray(doc_ids).astype(str)
+    doc_ids = np.asarray(doc_ids).astype(np.dtypes.StringDType())
     n_docs = len(doc_ids)
     if len(vocab) != n_words:
         raise ValueError(f"vocab has {len(vocab)} words but n_wk has {n_words} rows")
@@ -60,7 +60,7 @@ def save_model(
         g = zarr.open_group(tmp, mode="w")
         g.create_array("n_wk", data=n_wk, chunks=(min(n_words, max(1, 2**22 // n_topics)), n_topics))
         g.create_array("n_k", data=n_wk.sum(axis=0, dtype=np.int64))
-        _write_strings(g, "vocab", np.asarray(vocab).astype(str))
+        _write_strings(g, "vocab", np.asarray(vocab).astype(np.dtypes.StringDType()))
         _write_strings(g, "doc_ids", doc_ids)
         rows = max(1, min(n_docs, 2**22 // n_topics))
         dk = g.create_array("n_dk", shape=(n_docs, n_topics), dtype=np.int32,
