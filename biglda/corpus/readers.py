@@ -79,7 +79,8 @@ def _open_binary(path: str) -> io.BufferedIOBase:
         raise InputError(f"cannot read input {path}: {exc.strerror or exc}") from None
     head = f.peek(2)[:2] if hasattr(f, "peek") else b""
     if head == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+        f.close()
+        return gzip.open(path, "rb")  # type: ignore[return-value]
     return f  # type: ignore[return-value]
 
 
