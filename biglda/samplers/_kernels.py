@@ -58,7 +58,7 @@ def _sweep_delta(tokens, z_old, z_new, n_rows, n_topics):
     """Aggregate the moves ``z_old -> z_new`` into a sparse delta of ``n_wk`` and ``n_k``.
 
     Returns ``(words int32[M], topics int32[M], counts int32[M], delta_k int64[K])``
-    with unique (word, topic) pairs and no zero counts, sorted by word. Cost
+    with unique (word, topic) pairs and no zero counts, sorted by (word, topic). Cost
     O(moves + n_rows + K): moves are bucketed by word (counting sort), then summed in
     a dense K scratch row that only touched entries are read from and reset in.
     """
@@ -109,6 +109,14 @@ def _sweep_delta(tokens, z_old, z_new, n_rows, n_topics):
                 seen[b] = w
                 touched[n_touched] = b
                 n_touched += 1
+        # canonical order: topics ascending within the word (insertion sort, lists are short)
+        for j in range(1, n_touched):
+            t = touched[j]
+            jj = j
+            while jj > 0 and touched[jj - 1] > t:
+                touched[jj] = touched[jj - 1]
+                jj -= 1
+            touched[jj] = t
         for j in range(n_touched):
             t = touched[j]
             if acc[t] != 0:

@@ -22,7 +22,7 @@ class SweepResult:
     """What one sweep changed, for the parameter server and the metrics.
 
     ``delta_words/delta_topics/delta_counts`` (int32 [M]) are the change of ``n_wk`` as COO
-    with unique (word, topic) pairs in local word ids; ``delta_k`` (int64 [K]) the change of
+    with unique (word, topic) pairs in local word ids, sorted by (word, topic); ``delta_k`` (int64 [K]) the change of
     ``n_k``. ``accept_rate`` is the Metropolis-Hastings acceptance rate (None for Gibbs).
     """
 
