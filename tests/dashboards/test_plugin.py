@@ -1,0 +1,154 @@
+"""The scheduler plugin on a LocalCluster and on an external ``dask scheduler``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import cloudpickle
+import pytest
+from dash_helpers import fake_records, wait_for
+
+from dashboards.plugin import PAGE, TOPIC, register
+
+TITLE = "<title>biglda: training</title>"
+
+# The helpers below run on the scheduler, which cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.status, resp.read().decode("utf-8", "replace")
+
+
+def _plugin_state(dask_scheduler):
+    """Runs on the scheduler: plugin names and the page's series lengths per run."""
+    from dashboards.plugin import DashboardPlugin
+
+    mine = [p for p in dask_scheduler.plugins.values() if isinstance(p, DashboardPlugin)]
+    runs = mine[0].runs.runs if mine else {}
+    return {
+        "plugins": len(mine),
+        "series": {rid: len(r.records) for rid, r in runs.items()},
+        "scheduler_events": len(dask_scheduler.get_events(TOPIC)),
+    }
+
+
+def _log_on_scheduler(records, dask_scheduler=None):
+    """Runs on the scheduler: publish many records in one round trip."""
+    for r in records:
+        dask_scheduler.log_event("biglda", r)
+
+
+def test_register_on_local_cluster_twice_is_harmless(local_cluster):
+    client = local_cluster
+    url = register(client)
+    assert register(client) == url
+    assert url.endswith(f"/{PAGE}") and url.startswith("http://127.0.0.1:")
+    status, body = _get(url)
+    assert status == 200 and TITLE in body
+    # Dask's own pages are untouched by the mount
+    assert _get(url[: -len(PAGE)] + "status")[0] == 200
+
+    recs = fake_records("local-1", 1100, top_words_every=100)
+    client.run_on_scheduler(_log_on_scheduler, recs)
+    state = client.run_on_scheduler(_plugin_state)
+    assert state["plugins"] == 1
+    # the scheduler keeps 1,000 events per topic; the page keeps the whole run
+    assert state["series"]["local-1"] == 1100
+    assert state["scheduler_events"] <= 1000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _external_cluster(tmp: pathlib.Path):
+    """``dask scheduler`` + ``dask worker`` subprocesses on loopback, random free ports."""
+    port, dash = _free_port(), _free_port()
+    dask_cli = [os.path.join(os.path.dirname(sys.executable), "dask")]
+    if not os.access(dask_cli[0], os.X_OK):
+        pytest.skip("the dask command is not installed next to this Python")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    logs = [open(tmp / "scheduler.log", "w"), open(tmp / "worker.log", "w")]  # noqa: SIM115
+    procs = []
+    try:
+        procs.append(subprocess.Popen(
+            [*dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+             "--dashboard-address", f"127.0.0.1:{dash}", "--no-show"],
+            stdout=logs[0], stderr=subprocess.STDOUT, env=env))
+        address = f"tcp://127.0.0.1:{port}"
+        procs.append(subprocess.Popen(
+            [*dask_cli, "worker", address, "--nthreads", "1", "--nworkers", "1",
+             "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"],
+            stdout=logs[1], stderr=subprocess.STDOUT, env=env))
+        yield address, dash
+    finally:
+        for p in reversed(procs):  # worker first, then the scheduler
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for f in logs:
+            f.close()
+
+
+def test_register_on_external_scheduler(tmp_path):
+    from distributed import Client
+
+    with _external_cluster(tmp_path) as (address, dash_port):
+        client = wait_for(lambda: _try_connect(Client, address), 30, "the external scheduler")
+        try:
+            client.wait_for_workers(1, timeout=30)
+            # records sent before the page exists are picked up from the scheduler's log
+            early = fake_records("ext-early", 5)
+            for r in early:
+                client.log_event("biglda", r)
+            url = register(client)
+            assert url == f"http://127.0.0.1:{dash_port}/{PAGE}"
+            assert register(client) == url
+            status, body = _get(url)
+            assert status == 200 and TITLE in body
+            for r in fake_records("ext-2", 12):
+                client.log_event("biglda", r)
+            state = wait_for(
+                lambda: (s := client.run_on_scheduler(_plugin_state))["series"].get("ext-2") == 12
+                and s, 10, "the plugin to receive 12 records")
+            assert state["plugins"] == 1
+            assert state["series"] == {"ext-early": 5, "ext-2": 12}
+            assert client.submit(sum, [1, 2]).result(timeout=30) == 3  # the worker is alive
+        finally:
+            client.close()
+
+
+def _try_connect(client_cls, address):
+    try:
+        return client_cls(address, timeout=2)
+    except OSError:
+        time.sleep(0.3)
+        return None
+
+
+def test_page_url_reads_dashboard_link():
+    from dashboards.plugin import page_url
+
+    class Fake:
+        dashboard_link = "http://10.0.0.1:8787/status"
+
+    assert page_url(Fake()) == "http://10.0.0.1:8787/biglda"
+    Fake.dashboard_link = "http://h:1/prefix/status"
+    assert page_url(Fake()) == "http://h:1/prefix/biglda"
+    assert json.loads(json.dumps(fake_records("x", 2)))  # records are JSON-serializable
