@@ -113,8 +113,13 @@ def corpus_arrays(source: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
         if len(source) != 3:
             raise InputError("a corpus tuple must be (tokens, doc_ptr, vocab)")
         tokens, doc_ptr, vocab = source
-        return (np.asarray(tokens), np.asarray(doc_ptr, dtype=np.int64),
-                str_array(vocab), None)
+        tokens, doc_ptr, vocab = np.asarray(tokens), np.asarray(doc_ptr, np.int64), str_array(vocab)
+        if (doc_ptr.ndim != 1 or len(doc_ptr) < 1 or doc_ptr[0] != 0
+                or doc_ptr[-1] != len(tokens) or np.any(np.diff(doc_ptr) < 0)):
+            raise InputError("doc_ptr must be non-decreasing from 0 to len(tokens)")
+        if len(tokens) and (tokens.min() < 0 or tokens.max() >= len(vocab)):
+            raise InputError(f"token ids must lie in [0, {len(vocab)}) (the vocab size)")
+        return tokens, doc_ptr, vocab, None
     corpus = open_corpus(source)
     doc_ptr = np.asarray(corpus.doc_ptr, dtype=np.int64)
     tokens = np.asarray(corpus.read_tokens(0, int(doc_ptr[-1])))

@@ -87,3 +87,12 @@ def test_dask_client_gives_the_same_result(truth_model, split, local_cluster):
     there = truth_model.transform(docs, iterations=10, seed=1, client=local_cluster,
                                   batch_tokens=2000)
     np.testing.assert_array_equal(here, there)
+
+
+def test_inconsistent_arrays_are_refused(small_model):
+    from biglda.errors import InputError
+
+    with pytest.raises(InputError, match="doc_ptr"):
+        small_model.transform((np.array([0, 1]), np.array([0, 5]), small_model.vocab))
+    with pytest.raises(InputError, match="token ids"):
+        small_model.transform((np.array([0, 9]), np.array([0, 2]), small_model.vocab))
