@@ -70,3 +70,11 @@ def test_lda_estimator(data, local_cluster):
         lda.transform(x[:, :10])
     with pytest.raises(ConfigError):
         biglda.LDA(n_components=1).fit(x)
+
+
+def test_biglda_train_stays_callable_after_the_trainer_is_imported(monkeypatch):
+    import biglda.model.training
+    import biglda.train.driver  # noqa: F401  (sets the attribute biglda.train to the package)
+
+    monkeypatch.setattr(biglda.model.training, "train", lambda *a, **k: ("trained", a, k))
+    assert biglda.train("c.zarr", n_topics=3) == ("trained", ("c.zarr",), {"n_topics": 3})
