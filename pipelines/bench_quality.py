@@ -58,7 +58,8 @@ log = logging.getLogger("bench_quality")
 
 def prepare_data(corpus_path: str, out: str, test_fraction: float, seed: int) -> dict:
     """Ingest once, then split documents into train/test corpora (same words, by spelling)."""
-    from biglda.corpus import Corpus, ingest, write_corpus
+    from biglda.corpus import Corpus, write_corpus
+    from biglda.corpus.ingest import ingest  # the function (biglda.corpus.ingest is also a module)
 
     full = os.path.join(out, "corpus.zarr")
     if not os.path.exists(full):

@@ -272,7 +272,7 @@ class TopicModel:
         if n < 1:
             raise ConfigError(f"n must be at least 1, got {n}")
         ids = _eval.top_word_ids(self.topic_word[k:k + 1], n)[0]
-        return [(self.vocab[i], float(self.topic_word[k, i])) for i in ids]
+        return [(str(self.vocab[i]), float(self.topic_word[k, i])) for i in ids]
 
     def topics(self, n: int = 10) -> list[dict[str, Any]]:
         """A table of all topics: one row (dict) per topic with ``topic``, ``share`` (fraction
