@@ -172,10 +172,12 @@ class RunPanels:
 
     def _refresh_workers(self, records: list[dict[str, Any]]) -> None:
         cols = per_worker_columns(records)
-        cols["color"] = _worker_colors(len(cols["worker"]))
+        # one colour per worker across panels: its place among all workers of the run
+        palette = dict(zip(cols["worker"], _worker_colors(len(cols["worker"])), strict=True))
+        cols["color"] = [palette[w] for w in cols["worker"]]
         self.per_worker.data = cols
         clocks = clock_columns(records[-1] if records else None)
-        clocks["color"] = _worker_colors(len(clocks["worker"]))
+        clocks["color"] = [palette.get(w, "#7f7f7f") for w in clocks["worker"]]
         if list(self._clock_fig.x_range.factors) != clocks["worker"]:
             self._clock_fig.x_range.factors = clocks["worker"]
         self.clocks.data = clocks

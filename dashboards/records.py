@@ -125,13 +125,15 @@ def history_columns(records: list[dict[str, Any]]) -> dict[str, list[float]]:
 
 
 def worker_names(records: list[dict[str, Any]]) -> list[str]:
-    """Every worker that appears in the per-worker fields, in first-seen order."""
-    seen: dict[str, None] = {}
+    """Every worker that appears in the per-worker fields, sorted.
+
+    Sorted, like :func:`clock_columns`, so a worker gets the same colour in every panel.
+    """
+    seen: set[str] = set()
     for r in records:
         for key in ("tokens_per_s_per_worker", "clocks"):
-            for w in r.get(key) or {}:
-                seen.setdefault(str(w), None)
-    return list(seen)
+            seen.update(map(str, r.get(key) or {}))
+    return sorted(seen)
 
 
 def short_worker(name: str) -> str:
