@@ -66,10 +66,13 @@ class RunSeries:
         elif kind == "end":
             self.end = record
         elif kind == "iteration":
-            self.records.append(record)
-            if record.get("top_words"):
-                self.top_words = [list(map(str, ws)) for ws in record["top_words"]]
+            top = record.get("top_words")
+            if top:
+                self.top_words = [list(map(str, ws)) for ws in top]
                 self.top_words_iteration = record.get("iteration")
+            # Only the latest top words are shown; keeping every list would hold
+            # K x words strings per few clocks for the whole run.
+            self.records.append({k: v for k, v in record.items() if k != "top_words"})
 
 
 class RunLog:

@@ -159,3 +159,34 @@ def test_metrics_records_match_model_history(live_run, local_cluster):
     assert [h["iteration"] for h in history] == [r["iteration"] for r in its]
     assert all(math.isclose(h["ll_per_token"], r["ll_per_token"])
                for h, r in zip(history, its, strict=True))
+
+
+def test_report_of_the_real_model(live_run, tmp_path):
+    from dashboards.report import write_report
+
+    live_run.join()
+    out = write_report(live_run.out, str(tmp_path / "report.html"))
+    text = pathlib.Path(out).read_text(encoding="utf-8")
+    assert f"iterations <b>{ITERATIONS}</b>" in text and "Throughput per worker" in text
+
+
+def test_embedded_cluster_serves_the_page_during_its_run(demo_corpus, tmp_path):
+    """train() without a scheduler: its own LocalCluster serves /biglda while it runs."""
+    import urllib.request
+
+    from biglda.train.driver import train
+
+    answers: list[tuple[int, str]] = []
+
+    def on_record(record: dict) -> None:
+        if record["type"] == "start":
+            pages = [p for p in record.get("pages", []) if p.endswith("/biglda")]
+            assert pages, record.get("pages")
+            with urllib.request.urlopen(pages[0], timeout=10) as resp:
+                answers.append((resp.status, resp.read().decode()))
+
+    train(demo_corpus, str(tmp_path / "model.zarr"), n_topics=4, iterations=2, workers=1,
+          checkpoint_every=0, on_record=on_record)
+    assert len(answers) == 1
+    status, body = answers[0]
+    assert status == 200 and "<title>biglda: training</title>" in body
