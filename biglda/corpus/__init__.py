@@ -4,7 +4,7 @@ Modules, one job each:
 
 * :mod:`~biglda.corpus.store` — the format: :class:`Corpus` (reader, shard planning),
   :class:`CorpusWriter`, :func:`write_corpus`.
-* :mod:`~biglda.corpus.ingest` — :func:`ingest`: text / UCI input to a corpus, streaming.
+* :mod:`~biglda.corpus.ingest` — :func:`~biglda.corpus.ingest.ingest`: text / UCI input to a corpus, streaming.
 * :mod:`~biglda.corpus.readers` — input formats and their error messages.
 * :mod:`~biglda.corpus.tokenizer` — :class:`Tokenizer`, the built-in stopword list.
 * :mod:`~biglda.corpus.vocab` — vocabulary filters and frequency ordering.
@@ -21,7 +21,7 @@ Examples
 2
 """
 
-from biglda.corpus.ingest import IngestStats, ingest
+from biglda.corpus.ingest import IngestStats
 from biglda.corpus.store import (
     CORPUS_FORMAT,
     CORPUS_FORMAT_VERSION,
@@ -47,7 +47,6 @@ __all__ = [
     "SynthSpec",
     "Tokenizer",
     "generate",
-    "ingest",
     "is_corpus",
     "iter_batches",
     "load_truth",

@@ -57,8 +57,12 @@ CORPUS_FORMAT = "biglda-corpus"
 CORPUS_FORMAT_VERSION = 1
 #: Default tokens per chunk of ``tokens`` (8 MiB of int32 before compression).
 DEFAULT_CHUNK_TOKENS = 2**21
-#: Rows per chunk of the per-document arrays (``doc_ptr``, ``doc_ids``, ``truth/theta``).
+#: Rows per chunk of the per-document arrays (``doc_ptr``, ``truth/theta``).
 DOC_CHUNK = 2**18
+#: Rows per chunk of ``doc_ids``: variable-length strings cost ~100 bytes each while
+#: a chunk is encoded, so their chunks are smaller (memory stays flat with input size).
+DOC_ID_CHUNK = 2**16
+_STR = np.dtypes.StringDType()
 
 _REQUIRED = ("tokens", "doc_ptr", "doc_ids", "vocab", "word_count", "doc_freq")
 
@@ -435,7 +439,7 @@ class CorpusWriter:
         chunk_tokens = int(chunk_tokens or DEFAULT_CHUNK_TOKENS)
         if chunk_tokens < 1:
             raise ConfigError(f"chunk_tokens must be positive, got {chunk_tokens}")
-        vocab = np.asarray(vocab, dtype=object).astype(str) if len(vocab) else np.array([], str)
+        vocab = np.asarray(list(vocab), dtype=object).astype(_STR)
         self.group = zarr.open_group(url, mode="w")
         g = self.group
         self.n_docs, self.n_tokens = int(n_docs), int(n_tokens)
@@ -450,7 +454,7 @@ class CorpusWriter:
         doc_ptr = g.create_array("doc_ptr", shape=(self.n_docs + 1,), dtype=np.int64,
                                  chunks=(DOC_CHUNK,), fill_value=0)
         doc_ids = g.create_array("doc_ids", shape=(self.n_docs,), dtype=str,
-                                 chunks=(DOC_CHUNK,))
+                                 chunks=(DOC_ID_CHUNK,))
         self._tokens = ChunkedAppender(tokens)
         self._doc_ptr = ChunkedAppender(doc_ptr)
         self._doc_ids = ChunkedAppender(doc_ids)
@@ -476,12 +480,14 @@ class CorpusWriter:
         ptr = self._offset + np.cumsum(lengths)
         if len(ptr) and ptr[-1] - self._offset != len(tokens):
             raise ValueError(f"{len(tokens)} tokens but lengths sum to {ptr[-1] - self._offset}")
-        ids = np.asarray(list(doc_ids) if not isinstance(doc_ids, np.ndarray) else doc_ids)
+        # StringDType, not fixed-width '<U' (4 bytes x the longest id, for every id).
+        ids = np.asarray(doc_ids if isinstance(doc_ids, np.ndarray) else list(doc_ids))
+        ids = ids.astype(_STR) if len(ids) else np.zeros(0, dtype=_STR)
         if len(ids) != len(lengths):
             raise ValueError(f"{len(ids)} doc ids for {len(lengths)} documents")
         self._tokens.append(np.asarray(tokens, dtype=np.int32))
         self._doc_ptr.append(ptr)
-        self._doc_ids.append(ids.astype(str) if len(ids) else ids)
+        self._doc_ids.append(ids)
         if len(ptr):
             self._offset = int(ptr[-1])
 
