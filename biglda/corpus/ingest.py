@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import functools
+import itertools
 import logging
 import multiprocessing
 import os
@@ -123,9 +124,16 @@ def _tokenize_block(block: Block, tok: tuple[bool, str, bool], text_field: str,
         words = tokenize(text)
         lengths[i] = len(words)
         tokens.extend(words)
-    vocab = list(dict.fromkeys(tokens))  # block vocabulary, first-seen order
-    local = dict(zip(vocab, range(len(vocab)), strict=True))
-    ids = np.fromiter(map(local.__getitem__, tokens), dtype=np.int32, count=len(tokens))
+    # One dict pass: each token maps to the position of its word's first occurrence
+    # (setdefault with a running counter, all in C); positions are then made dense.
+    first_seen: dict[str, int] = {}
+    first = np.fromiter(map(first_seen.setdefault, tokens, itertools.count()), dtype=np.int64,
+                        count=len(tokens))
+    vocab = list(first_seen)  # block vocabulary, first-seen order
+    dense = np.zeros(len(tokens), dtype=np.int32)
+    dense[np.fromiter(first_seen.values(), dtype=np.int64, count=len(vocab))] = np.arange(
+        len(vocab), dtype=np.int32)
+    ids = dense[first]
     wc = np.bincount(ids, minlength=len(vocab)).astype(np.int64)
     return _BlockCounts(doc_ids, lengths, vocab, ids, wc, _doc_freq(ids, lengths, len(vocab)))
 
