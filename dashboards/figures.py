@@ -65,6 +65,20 @@ def _line(fig, source, x: str, y: str, color: str, label: str | None = None, fmt
                             mode="vline", renderers=fig.renderers[-1:]))
 
 
+def _quiet_legend(fig) -> None:
+    """A small see-through legend (lines stay visible under it); click hides a line."""
+    legend = fig.legend[0]
+    legend.location = "top_right"
+    legend.click_policy = "hide"
+    legend.label_text_font_size = "8pt"
+    legend.background_fill_alpha = 0.5
+    legend.border_line_alpha = 0.0
+    legend.padding = 2
+    legend.spacing = 0
+    legend.glyph_height = 10
+    legend.label_height = 10
+
+
 def _worker_colors(n: int) -> list[str]:
     return [Category10_10[i % len(Category10_10)] for i in range(n)]
 
@@ -109,9 +123,7 @@ class RunPanels:
         tpw.multi_line("xs", "ys", source=self.per_worker, color="color", line_width=2,
                        legend_field="worker")
         tpw.yaxis.formatter = NumeralTickFormatter(format="0.0a")
-        tpw.legend.location = "bottom_left"
-        tpw.legend.click_policy = "hide"
-        tpw.legend.label_text_font_size = "8pt"
+        _quiet_legend(tpw)
 
         clk = panel_figure("Each worker's clock (now)", "worker", "clock",
                       x_range=FactorRange(factors=[]))
@@ -129,7 +141,7 @@ class RunPanels:
         _line(ps, h, "iteration", "bytes_pushed", _BLUE, "pushed", fmt="0.0 b")
         _line(ps, h, "iteration", "bytes_pulled", _ORANGE, "pulled", fmt="0.0 b")
         ps.yaxis.formatter = NumeralTickFormatter(format="0.0 b")
-        ps.legend.location = "top_right"
+        _quiet_legend(ps)
 
         acc = panel_figure("Metropolis-Hastings acceptance rate", "iteration", "accepted / proposed", x_range=x_it)
         _line(acc, h, "iteration", "accept_rate", _GREEN)
