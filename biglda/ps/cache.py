@@ -5,9 +5,10 @@ global id of each, sorted), so the sampler works on a dense ``[V_local, K]`` blo
 shard needs, nothing else. The sampler applies the shard's own moves to the block in place (a
 worker always sees its own updates); :meth:`ShardCache.push` sends this clock's delta, split by
 table shard, one call per table shard; :meth:`ShardCache.refresh` pulls what *other* shards
-changed since the last pull (merged deltas restricted to this vocabulary, see
-:class:`biglda.ps.server.PSShard`) and adds it. So the block always equals: the server's rows as
-of the last pull + this shard's moves since — exactly what SSP asks for.
+pushed for clocks up to the one just finished and not received yet (merged deltas restricted
+to this vocabulary, see :class:`biglda.ps.server.PSShard`) and adds them. So the block always
+equals: the initial table + every other shard's deltas received + this shard's own moves —
+what SSP asks for, and under BSP exactly the table after the previous clock.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class ShardCache:
         self.split[0], self.split[-1] = 0, len(self.vocab)
         self.n_wk = np.zeros((len(self.vocab), self.n_topics), dtype=np.int32)
         self.n_k = np.zeros(self.n_topics, dtype=np.int64)
-        self.versions = [0] * (len(self.bounds) - 1)
+        self.received: list[np.ndarray | None] = [None] * (len(self.bounds) - 1)
         self.bytes_pulled = 0
         self.bytes_pushed = 0
 
@@ -95,32 +96,32 @@ class ShardCache:
         counts = n_wk_local[words, topics]
         return self.push(actors, clock, words, topics, counts, timeout, log=False)
 
-    def attach(self, actors: Sequence[Any], timeout: float) -> int:
-        """Fetch this shard's rows from every table shard (first pull); return bytes received."""
-        futs = [actor.attach(self.shard, self.vocab[self.split[a]:self.split[a + 1]])
+    def attach(self, actors: Sequence[Any], upto: int, timeout: float) -> int:
+        """Fetch this shard's rows as of clock ``upto`` from every table shard; return bytes."""
+        futs = [actor.attach(self.shard, self.vocab[self.split[a]:self.split[a + 1]], upto)
                 for a, actor in enumerate(actors)]
         got = 0
         self.n_k[:] = 0
-        for a, (version, rows, nk) in enumerate(
+        for a, (rows, nk, received) in enumerate(
                 call_all(futs, timeout, f"shard {self.shard}: attach")):
             self.n_wk[self.split[a]:self.split[a + 1]] = rows
             self.n_k += nk
-            self.versions[a] = int(version)
+            self.received[a] = received
             got += rows.nbytes + nk.nbytes
         self.bytes_pulled += got
         return got
 
-    def refresh(self, actors: Sequence[Any], timeout: float) -> int:
-        """Pull other shards' changes since the last pull and add them; return bytes received."""
-        futs = [actor.pull(self.shard, self.versions[a]) for a, actor in enumerate(actors)]
+    def refresh(self, actors: Sequence[Any], upto: int, timeout: float) -> int:
+        """Add other shards' deltas of clocks up to ``upto`` not received yet; return bytes."""
+        futs = [actor.pull(self.shard, self.received[a], upto) for a, actor in enumerate(actors)]
         got = 0
-        for a, (version, words, topics, counts, dk) in enumerate(
+        for a, (received, words, topics, counts, dk) in enumerate(
                 call_all(futs, timeout, f"shard {self.shard}: pull")):
             if len(words):
                 local = np.searchsorted(self.vocab, words)
                 add_coo(self.n_wk, local, topics, counts)
             self.n_k += dk
-            self.versions[a] = int(version)
+            self.received[a] = received
             got += words.nbytes + topics.nbytes + counts.nbytes + dk.nbytes
         self.bytes_pulled += got
         return got

@@ -7,10 +7,12 @@ Two actor classes:
   parts). Pushes are pre-aggregated COO deltas, one per (worker shard, table shard, clock),
   idempotent: the actor keeps the last applied clock of every worker shard and ignores a push
   whose clock is not newer. Every applied push is also kept in a short log, so a worker shard
-  pulls only what *other* shards changed since its last pull, restricted to its own vocabulary
-  and merged into one delta ("move as little as possible": a delta of a clock is typically
-  much smaller than the rows it touches once K is in the hundreds). The log is trimmed to what
-  some shard has not acknowledged yet. The actor also keeps the word part of the
+  pulls only the deltas of *other* shards it has not received yet, up to a given clock,
+  restricted to its own vocabulary and merged into one delta ("move as little as possible": a
+  delta of a clock is typically much smaller than the rows it touches once K is in the
+  hundreds). Pulling by clock rather than "whatever arrived" makes BSP deterministic: the same
+  seed and shard layout give the same run, on any number of workers. The log is trimmed to
+  what some shard has not received yet. The actor also keeps the word part of the
   log-likelihood, Σ lgamma(n_wk + β) − lgamma(β), up to date incrementally (exact: each
   applied entry adds lgamma(new+β) − lgamma(old+β)), and snapshots it with its ``n_k`` part the
   moment every shard's push of a clock has arrived; under BSP this is exactly the table after
@@ -37,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from biglda.errors import ConfigError
-from biglda.ps._kernels import apply_delta_ll, merge_coo
+from biglda.ps._kernels import add_coo, apply_delta_ll, merge_coo
 
-INIT_CLOCK_FLAG = "init"
+NEVER = -(2**62)  # "no clock yet"
 
 
 class PSShard:
@@ -73,13 +75,13 @@ class PSShard:
         self.n_wk = np.zeros((self.row_stop - self.row_start, self.n_topics), dtype=np.int32)
         self.n_k = np.zeros(self.n_topics, dtype=np.int64)
         self.row_ll = 0.0  # Σ over entries of lgamma(n + β) − lgamma(β)
-        self.applied = np.full(self.n_shards, -(2**62), dtype=np.int64)  # last clock per shard
-        self.version = 0
-        # log entries: (version, shard, rows (local), topics, counts, dk)
+        self.applied = np.full(self.n_shards, NEVER, dtype=np.int64)  # last clock per shard
+        # log entries: (writer shard, clock, rows (local), topics, counts, dk)
         self._log: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        self._acked = np.full(self.n_shards, -1, dtype=np.int64)  # version each shard has
+        # received[reader, writer]: newest clock of writer's deltas the reader has
+        self._received = np.full((self.n_shards, self.n_shards), NEVER, dtype=np.int64)
         self._masks: dict[int, np.ndarray] = {}
-        self._snap_clock = -(2**62)
+        self._snap_clock = NEVER
         self._snapshots: dict[int, tuple[float, np.ndarray]] = {}
         self.bytes_in = 0
         self.bytes_out = 0
@@ -111,8 +113,7 @@ class PSShard:
         self.applied[shard] = clock
         self.n_pushes += 1
         if log:
-            self.version += 1
-            self._log.append((self.version, shard, rows.astype(np.int32), topics.astype(np.int32),
+            self._log.append((shard, clock, rows.astype(np.int32), topics.astype(np.int32),
                               counts, dk))
         low = int(self.applied.min())
         if low > self._snap_clock:
@@ -121,43 +122,63 @@ class PSShard:
         return True
 
     # -- pulls --------------------------------------------------------------------------
-    def attach(self, shard: int, words: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-        """Register a shard's vocabulary in this range; return ``(version, rows, n_k part)``.
+    def attach(self, shard: int, words: np.ndarray, upto: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Register a shard's vocabulary here; return its rows as of clock ``upto``.
 
-        ``words``: sorted unique global ids in this range. Later :meth:`pull` calls return only
-        changes to these rows.
+        ``words``: sorted unique global ids in this range. Returns ``(rows [n, K], n_k part,
+        received)``: the table without the logged deltas of clocks after ``upto`` (those come
+        with later pulls), so what a shard sees does not depend on when it asked — under BSP
+        the same seed and shard layout give the same run. ``received`` (int64 [n_shards]) is
+        what to pass to the next :meth:`pull`.
         """
+        shard, upto = int(shard), int(upto)
         rows = np.asarray(words, dtype=np.int64) - self.row_start
         mask = np.zeros(len(self.n_wk), dtype=bool)
         mask[rows] = True
-        self._masks[int(shard)] = mask
-        self._acked[int(shard)] = self.version
-        out = self.n_wk[rows]
-        self.bytes_out += out.nbytes + self.n_k.nbytes
-        return self.version, out, self.n_k.copy()
+        self._masks[shard] = mask
+        out = self.n_wk[rows].copy()
+        n_k = self.n_k.copy()
+        later = [e for e in self._log if e[1] > upto]
+        if later:
+            local = np.full(len(self.n_wk), -1, dtype=np.int64)
+            local[rows] = np.arange(len(rows))
+            for _, _, r, t, c, dk in later:
+                keep = mask[r]
+                add_coo(out, local[r[keep]], t[keep], -c[keep])
+                n_k -= dk
+        received = np.full(self.n_shards, upto, dtype=np.int64)
+        self._received[shard] = received
+        self.bytes_out += out.nbytes + n_k.nbytes
+        return out, n_k, received
 
-    def pull(self, shard: int, since: int
-             ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """What other shards changed after version ``since``, on this shard's rows, merged.
+    def pull(self, shard: int, received: np.ndarray, upto: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Other shards' deltas of clocks in ``(received[writer], upto]``, on this shard's rows.
 
-        Returns ``(version, words (global), topics, counts, dk)``; ``dk`` is the change of this
-        actor's ``n_k`` part by other shards (over all rows, not only the shard's). Calling it
-        again with the same ``since`` returns the same changes (a retried pull loses nothing);
-        passing ``since`` acknowledges everything up to it, which lets the log be trimmed.
+        Returns ``(received', words (global), topics, counts, dk)``, merged (each (word, topic)
+        once); ``dk`` is the change of this actor's ``n_k`` part (all rows, not only the
+        shard's). ``received`` is the shard's own record of what it has, so a retried pull
+        returns the same again and loses nothing; it also acknowledges those deltas, which
+        lets the log be trimmed. Pushes of one writer arrive in clock order, so everything of a
+        writer up to the newest clock returned has been delivered.
         """
-        shard, since = int(shard), int(since)
-        self._acked[shard] = max(self._acked[shard], since)
+        shard, upto = int(shard), int(upto)
+        received = np.asarray(received, dtype=np.int64).copy()
         mask = self._masks.get(shard)
         if mask is None:
             raise RuntimeError(f"shard {shard} pulled from table shard {self.index} before attach")
-        parts = [e for e in self._log if e[0] > since and e[1] != shard]
+        np.maximum(self._received[shard], received, out=self._received[shard])
+        parts = [e for e in self._log
+                 if e[0] != shard and received[e[0]] < e[1] <= upto]
         dk = np.zeros(self.n_topics, dtype=np.int64)
         if parts:
             rows = np.concatenate([e[2] for e in parts])
             topics = np.concatenate([e[3] for e in parts])
             counts = np.concatenate([e[4] for e in parts])
-            for e in parts:
-                dk += e[5]
+            for writer, clock, *_, part_dk in parts:
+                dk += part_dk
+                received[writer] = max(received[writer], clock)
             keep = mask[rows]
             rows, topics, counts = merge_coo(rows[keep], topics[keep], counts[keep],
                                              self.n_topics)
@@ -166,12 +187,16 @@ class PSShard:
         self._trim()
         words = (rows + self.row_start).astype(np.int32)
         self.bytes_out += words.nbytes + topics.nbytes + counts.nbytes + dk.nbytes
-        return self.version, words, topics.astype(np.int32), counts, dk
+        return received, words, topics.astype(np.int32), counts, dk
 
     def _trim(self) -> None:
-        low = int(self._acked.min())
-        if self._log and self._log[0][0] <= low:
-            self._log = [e for e in self._log if e[0] > low]
+        """Drop log entries every other shard has received (diagonal: a writer never reads its own)."""
+        if not self._log:
+            return
+        got = self._received.copy()
+        np.fill_diagonal(got, np.iinfo(np.int64).max)
+        low = got.min(axis=0)  # per writer: the clock every reader has
+        self._log = [e for e in self._log if e[1] > low[e[0]]]
 
     # -- read-outs ----------------------------------------------------------------------
     def snapshot(self, clock: int) -> tuple[float, np.ndarray] | None:
@@ -218,6 +243,7 @@ class ClockServer:
         self.stop_at = 2**62
         self.started = np.full(self.n_shards, -1, dtype=np.int64)
         self.notes: dict[int, dict] = {}
+        self.ticks: list[tuple[int, int, float]] = []  # (shard, completed, time)
         self.starts: list[tuple[int, int, float, int]] = []  # (shard, clock, time, min clock)
         self.stats: dict[int, dict[int, dict]] = {}
         self._event: asyncio.Event | None = None
@@ -265,6 +291,7 @@ class ClockServer:
         """Shard ``shard`` has finished ``completed`` sweeps (pushes done); keep its stats."""
         shard, completed = int(shard), int(completed)
         self.completed[shard] = max(self.completed[shard], completed)
+        self.ticks.append((shard, completed, time.time()))
         if stats is not None:
             self.stats.setdefault(completed - 1, {})[shard] = stats
         self._notify()
@@ -307,7 +334,8 @@ class ClockServer:
     async def state(self) -> dict[str, Any]:
         """Clocks, stop clock and recorded start times (for tests and the driver)."""
         return {"completed": self.completed.tolist(), "stop_at": self.stop_at,
-                "starts": list(self.starts), "staleness": self.staleness}
+                "starts": list(self.starts), "ticks": list(self.ticks),
+                "staleness": self.staleness}
 
 
 # ----------------------------------------------------------------------------- placement
@@ -321,6 +349,12 @@ class ParameterServer:
     bounds: np.ndarray               # int64 [n_table_shards + 1] row boundaries
     clock: Any                       # ClockServer actor
     workers: tuple[str, ...]         # worker address of each table shard
+    futures: tuple[Any, ...] = ()    # the actors' futures: an actor lives while they do
+
+    def close(self) -> None:
+        """Release the actors (they are deleted on their workers)."""
+        for f in self.futures:
+            f.release()
 
 
 def row_bounds(n_words: int, n_parts: int) -> np.ndarray:
@@ -380,4 +414,5 @@ def start_parameter_server(client: Any, n_words: int, n_topics: int, n_shards: i
     from biglda.ps.calls import future_results
     actors = future_results(futs + [clock_fut], timeout, "starting the parameter server")
     return ParameterServer(shards=tuple(actors[:-1]), bounds=bounds, clock=actors[-1],
-                           workers=tuple(workers[:len(bounds) - 1]))
+                           workers=tuple(workers[:len(bounds) - 1]),
+                           futures=tuple(futs + [clock_fut]))

@@ -88,6 +88,7 @@ class TrainResult:
     n_k: np.ndarray
     history: list[dict]                # one metrics record per iteration
     starts: list[tuple[int, int, float, int]]  # (shard, clock, time, min completed clock)
+    ticks: list[tuple[int, int, float]]        # (shard, completed clocks, time)
     ps_info: list[dict]
     clocks: list[int]                  # completed clocks of every shard at the end
     placement: dict[int, str]          # shard -> worker address
@@ -394,10 +395,15 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
                 stop_clock = call(ps.clock.stop(None), cfg.call_timeout, "stop")
         results = _results(futures, cfg.call_timeout)
     except BaseException:
+        # Stop the tasks at their next clock wait, give them a moment, then free everything.
         with contextlib.suppress(Exception):
             ps.clock.stop(0).result(timeout=5)
         with contextlib.suppress(Exception):
+            from distributed import wait
+            wait(futures, timeout=10)
+        with contextlib.suppress(Exception):
             client.cancel(futures)
+        ps.close()
         raise
     z: dict[int, np.ndarray] = {}
     for r in results:
@@ -411,9 +417,11 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
     n_wk, n_k = _gather_table(ps, corpus.n_words, cfg.n_topics, cfg.call_timeout)
     state = call(ps.clock.state(), cfg.call_timeout, "clock state")
     info = call_all([a.info() for a in ps.shards], cfg.call_timeout, "ps info")
-    del ps, futures
+    ps.close()
+    del futures
     return TrainResult(z=z, shards=shards, n_wk=n_wk, n_k=n_k, history=history,
-                       starts=[tuple(s) for s in state["starts"]], ps_info=info,
+                       starts=[tuple(s) for s in state["starts"]],
+                       ticks=[tuple(t) for t in state["ticks"]], ps_info=info,
                        clocks=list(state["completed"]), placement=placement,
                        stop_reason=stop_reason)
 

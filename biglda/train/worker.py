@@ -118,8 +118,11 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
                 running = False
                 break
             t_wait = time.time()
-            pulled = (st.cache.refresh(spec.ps_shards, spec.call_timeout) if st.attached
-                      else st.cache.attach(spec.ps_shards, spec.call_timeout))
+            # everything pushed for clocks before this one (at least up to clock - 1 - s has
+            # arrived, by the wait); later clocks' deltas come with later pulls
+            pulled = (st.cache.refresh(spec.ps_shards, clock - 1, spec.call_timeout)
+                      if st.attached else
+                      st.cache.attach(spec.ps_shards, clock - 1, spec.call_timeout))
             st.attached = True
             t_pull = time.time()
             res = sampler.sweep(st.cache.tokens, st.doc_ptr, st.z, st.cache.n_wk, st.cache.n_k,

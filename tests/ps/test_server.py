@@ -60,31 +60,47 @@ def test_pull_returns_other_shards_changes_on_own_rows_only():
     rng = np.random.default_rng(1)
     ps = PSShard(0, 0, 20, n_topics=K, n_shards=3, beta=BETA)
     mine = np.arange(0, 20, 2)
-    v0, rows, nk = ps.attach(0, mine)
+    rows, nk, got0 = ps.attach(0, mine, -1)
     for s in (1, 2):
-        ps.attach(s, np.arange(20))
+        ps.attach(s, np.arange(20), -1)
     assert rows.shape == (10, K) and not rows.any() and not nk.any()
     expected = np.zeros((20, K), dtype=np.int64)
-    for s in range(3):
-        w, t, c = _random_delta(rng, 0, 20)
-        ps.push(s, 0, w, t, c)
-        if s != 0:
-            np.add.at(expected, (w, t), c)
-    version, w, t, c, dk = ps.pull(0, v0)
+    for clock in (0, 1):
+        for s in range(3):
+            w, t, c = _random_delta(rng, 0, 20)
+            ps.push(s, clock, w, t, c)
+            if s != 0 and clock == 0:
+                np.add.at(expected, (w, t), c)
+    received, w, t, c, dk = ps.pull(0, got0, 0)  # only clock 0, though clock 1 is there
+    assert received.tolist() == [-1, 0, 0]
     got = np.zeros((20, K), dtype=np.int64)
     np.add.at(got, (w, t), c)
     assert set(np.unique(w)) <= set(mine)
     np.testing.assert_array_equal(got[mine], expected[mine])
     np.testing.assert_array_equal(dk, expected.sum(0))
-    # merged: each (w, t) at most once
-    assert len(np.unique(w.astype(np.int64) * K + t)) == len(w)
-    # a retried pull with the same `since` returns the same; acknowledging trims the log
-    again = ps.pull(0, v0)
+    assert len(np.unique(w.astype(np.int64) * K + t)) == len(w)  # merged
+    # a retried pull with the same `received` returns the same
+    again = ps.pull(0, got0, 0)
     np.testing.assert_array_equal(again[3], c)
-    ps.pull(0, version)
-    ps.pull(1, version)
-    ps.pull(2, version)
+    # once every reader received clock 1 of every writer, the log is empty
+    for s in range(3):
+        ps.pull(s, np.full(3, 1), 1)
     assert ps.info()["log_entries"] == 0
+
+
+def test_attach_excludes_deltas_after_the_clock_asked_for():
+    rng = np.random.default_rng(2)
+    ps = PSShard(0, 0, 20, n_topics=K, n_shards=2, beta=BETA)
+    init = _random_delta(rng, 0, 20)
+    ps.push(0, -1, *init, log=False)
+    table0 = ps.n_wk.copy()
+    ps.attach(0, np.arange(20), -1)
+    ps.push(0, 0, *_random_delta(rng, 0, 20))  # shard 0 already finished clock 0
+    rows, nk, received = ps.attach(1, np.arange(0, 20, 3), -1)
+    np.testing.assert_array_equal(rows, table0[0:20:3])
+    np.testing.assert_array_equal(nk, table0.sum(0))
+    _, w, t, c, _ = ps.pull(1, received, 0)  # and the clock-0 delta comes with the next pull
+    assert len(w) > 0 and set(np.unique(w)) <= set(range(0, 20, 3))
 
 
 def test_snapshot_when_every_shard_pushed_the_clock():
@@ -159,7 +175,7 @@ def test_caches_on_a_real_cluster_match_the_recount(local_cluster):
     truth = np.zeros((n_words, K), dtype=np.int64)
     for cache, local in zip(caches, tables, strict=True):
         truth[cache.vocab] += local
-        cache.attach(ps.shards, timeout=30)
+        cache.attach(ps.shards, -1, timeout=30)
     for cache in caches:  # both inits were pushed before either attached: exact rows
         np.testing.assert_array_equal(cache.n_wk, truth[cache.vocab])
     for clock in range(3):
@@ -177,7 +193,7 @@ def test_caches_on_a_real_cluster_match_the_recount(local_cluster):
             cache.push(ps.shards, clock, words, topics, counts, timeout=30)
             cache.push(ps.shards, clock, words, topics, counts, timeout=30)  # retried: ignored
         for cache in caches:
-            cache.refresh(ps.shards, timeout=30)
+            cache.refresh(ps.shards, clock, timeout=30)
             np.testing.assert_array_equal(cache.n_wk, truth[cache.vocab])
             np.testing.assert_array_equal(cache.n_k, truth.sum(0))
     server = np.zeros_like(truth)
