@@ -222,7 +222,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="MODEL.zarr", help="where to write the model")
     p.add_argument("-k", "--topics", type=int, required=True, help="number of topics K")
     p.add_argument("--iterations", type=int, default=100, help="sweeps in total (default 100)")
-    p.add_argument("--sampler", choices=("lightlda", "cgs"), default="lightlda",
+    p.add_argument("--sampler", default="lightlda", metavar="{lightlda,cgs}",
                    help="lightlda: Metropolis-Hastings, O(1)/token (default); cgs: exact Gibbs")
     p.add_argument("--alpha", type=float, default=0.1, help="doc-topic prior (default 0.1)")
     p.add_argument("--beta", type=float, default=0.01, help="topic-word prior (default 0.01)")
@@ -246,6 +246,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics", default=None, metavar="metrics.jsonl",
                    help="write every metrics record as a JSON line here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to try reaching --scheduler (default 10)")
     p.set_defaults(func=_cmd_train)
 
 
@@ -316,7 +318,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
                     staleness=args.staleness, seed=args.seed,
                     checkpoint_every=args.checkpoint_every, resume=args.resume,
                     scheduler=args.scheduler, max_seconds=args.max_seconds, tol=args.tol,
-                    n_shards=args.shards, overwrite=args.overwrite, on_record=progress)
+                    n_shards=args.shards, overwrite=args.overwrite, on_record=progress,
+                    connect_timeout=args.connect_timeout)
     finally:
         progress.close()
     if not args.quiet:

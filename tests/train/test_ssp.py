@@ -32,7 +32,7 @@ def test_no_shard_starts_more_than_s_clocks_ahead(local_cluster, synth_corpus, s
     url, _ = synth_corpus
     r = _run(local_cluster, url, staleness)
     assert len(r.starts) == 2 * ITERATIONS
-    for shard, clock, t_start, low in r.starts:
+    for _shard, clock, t_start, low in r.starts:
         assert low >= clock - staleness  # the slowest clock when it started
         for other in (0, 1):  # and from the recorded times
             assert _reached(r.ticks, other, clock - staleness) <= t_start
