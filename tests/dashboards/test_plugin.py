@@ -152,3 +152,37 @@ def test_page_url_reads_dashboard_link():
     Fake.dashboard_link = "http://h:1/prefix/status"
     assert page_url(Fake()) == "http://h:1/prefix/biglda"
     assert json.loads(json.dumps(fake_records("x", 2)))  # records are JSON-serializable
+
+
+@pytest.mark.browser
+def test_page_lists_runs_and_switches_between_them(local_cluster, browser, artifacts_dir):
+    from dash_helpers import JS_SOURCE_DATA, console_errors
+
+    client = local_cluster
+    url = register(client)
+    client.run_on_scheduler(_log_on_scheduler, fake_records("multi-a", 9))
+    multi_b = fake_records("multi-b", 6)
+    client.run_on_scheduler(_log_on_scheduler, multi_b[:4])  # start + 3 iterations: running
+    console_errors(browser)
+    browser.get(url)
+
+    def n_points():
+        data = browser.execute_script(JS_SOURCE_DATA, "biglda-history")
+        return data and len(data["iteration"])
+
+    # the newest run is shown; the selector lists it first, then the earlier ones
+    wait_for(lambda: n_points() == 3, 20, "the newest run's 3 points")
+    options = browser.execute_script(
+        "return Bokeh.documents[0].get_model_by_name('biglda-run-select').options"
+        ".map(o => Array.isArray(o) ? o[0] : o)")
+    assert options[:2] == ["multi-b", "multi-a"]
+    # picking an earlier run in the browser redraws from the scheduler's series
+    browser.execute_script(
+        "Bokeh.documents[0].get_model_by_name('biglda-run-select').value = 'multi-a'")
+    wait_for(lambda: n_points() == 9, 20, "the earlier run's 9 points")
+    # and a record of the running job does not pull the page away from the chosen run
+    client.run_on_scheduler(_log_on_scheduler, multi_b[4:5])
+    time.sleep(1.2)
+    assert n_points() == 9
+    browser.save_screenshot(str(artifacts_dir / "page-earlier-run.png"))
+    assert console_errors(browser) == []
