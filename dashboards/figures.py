@@ -117,12 +117,12 @@ class RunPanels:
 
         tps = panel_figure("Throughput, all workers", "iteration", "tokens / s", x_range=x_it)
         _line(tps, h, "iteration", "tokens_per_s", _GREEN, fmt="0,0")
-        tps.yaxis.formatter = NumeralTickFormatter(format="0.0a")
+        tps.yaxis.formatter = NumeralTickFormatter(format="0.[000]a")
 
         tpw = panel_figure("Throughput per worker", "iteration", "tokens / s", x_range=x_it)
         tpw.multi_line("xs", "ys", source=self.per_worker, color="color", line_width=2,
                        legend_field="worker")
-        tpw.yaxis.formatter = NumeralTickFormatter(format="0.0a")
+        tpw.yaxis.formatter = NumeralTickFormatter(format="0.[000]a")
         _quiet_legend(tpw)
 
         clk = panel_figure("Each worker's clock (now)", "worker", "clock",
