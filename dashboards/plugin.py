@@ -20,6 +20,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
@@ -39,6 +40,7 @@ REFRESH_MS = 500
 class _Mount:
     runs: RunLog
     app: Any  # the BokehTornado application serving PAGE
+    path: str  # where PAGE is served: the dashboard prefix + PAGE
 
 
 # One mount per scheduler object: registering the plugin again (or a second plugin
@@ -76,7 +78,9 @@ class DashboardPlugin(SchedulerPlugin):
             # own (bounded) event log: start from them.
             for _, msg in scheduler.get_events(TOPIC):
                 runs.add(msg)
-            mount = _Mount(runs, _mount_page(scheduler, runs))
+            prefix = _dashboard_prefix(scheduler)
+            mount = _Mount(runs, _mount_page(scheduler, runs, prefix),
+                           prefix.rstrip("/") + "/" + PAGE)
             _MOUNTS[scheduler] = mount
         self.runs = mount.runs
 
@@ -95,7 +99,7 @@ def _dashboard_prefix(scheduler: Any) -> str:
     return "/"
 
 
-def _mount_page(scheduler: Any, runs: RunLog) -> Any:
+def _mount_page(scheduler: Any, runs: RunLog, prefix: str) -> Any:
     from distributed.dashboard.core import BokehApplication
     from tornado.ioloop import IOLoop
 
@@ -107,7 +111,7 @@ def _mount_page(scheduler: Any, runs: RunLog) -> Any:
     except Exception:  # pragma: no cover - dashboard extras missing; the page works without
         log.debug("no Dask dashboard template variables", exc_info=True)
     app = BokehApplication({f"/{PAGE}": functools.partial(_page_doc, runs)}, scheduler,
-                           prefix=_dashboard_prefix(scheduler), template_variables=extra)
+                           prefix=prefix, template_variables=extra)
     scheduler.http_application.add_application(app)
     app.initialize(IOLoop.current())
     app.start()
@@ -232,11 +236,24 @@ def _run_label(run: RunSeries) -> str:
 # --------------------------------------------------------------------------- entry point
 
 
-def page_url(client: Any) -> str:
-    """The address of the ``/biglda`` page of ``client``'s scheduler."""
+def page_path(dask_scheduler: Any = None) -> str | None:
+    """Runs on the scheduler: the page's path there (None before the plugin started)."""
+    mount = _MOUNTS.get(dask_scheduler)
+    return mount.path if mount else None
+
+
+def page_url(client: Any, path: str | None = None) -> str:
+    """The address of the ``/biglda`` page of ``client``'s scheduler.
+
+    Host and port come from ``client.dashboard_link``; the path from the scheduler
+    (``path``), since the link does not know a ``--dashboard-prefix``.
+    """
     link = client.dashboard_link
-    base = link[: -len("status")] if link.endswith("/status") else link.rstrip("/") + "/"
-    return base + PAGE
+    if path is None:
+        base = link[: -len("status")] if link.endswith("/status") else link.rstrip("/") + "/"
+        return base + PAGE
+    parts = urlsplit(link)
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 def register(client: Any) -> str:
@@ -252,4 +269,4 @@ def register(client: Any) -> str:
     'http://127.0.0.1:8787/biglda'
     """
     client.register_plugin(DashboardPlugin())
-    return page_url(client)
+    return page_url(client, client.run_on_scheduler(page_path))

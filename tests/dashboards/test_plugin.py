@@ -149,8 +149,23 @@ def test_page_url_reads_dashboard_link():
         dashboard_link = "http://10.0.0.1:8787/status"
 
     assert page_url(Fake()) == "http://10.0.0.1:8787/biglda"
+    assert page_url(Fake(), "/dask/biglda") == "http://10.0.0.1:8787/dask/biglda"
     Fake.dashboard_link = "http://h:1/prefix/status"
     assert page_url(Fake()) == "http://h:1/prefix/biglda"
+
+
+def test_page_under_a_dashboard_prefix():
+    """``dask scheduler --dashboard-prefix /dask``: the page moves under the prefix too."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0",
+                      scheduler_kwargs={"http_prefix": "/dask"}) as cluster, \
+            Client(cluster) as client:
+        url = register(client)
+        assert url.endswith("/dask/biglda")
+        status, body = _get(url)
+        assert status == 200 and TITLE in body
     assert json.loads(json.dumps(fake_records("x", 2)))  # records are JSON-serializable
 
 
