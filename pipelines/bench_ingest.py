@@ -26,8 +26,8 @@ import time
 DEFAULT_SOURCE = "/work/shared/corpora/debian-descriptions.tsv.gz"
 
 
-def _run_measured(cmd: list[str]) -> tuple[float, float]:
-    """Run ``cmd``; return (wall seconds, peak RSS in MiB)."""
+def _run_measured(cmd: list[str]) -> tuple[float, float, float]:
+    """Run ``cmd``; return (wall seconds, CPU seconds (user + system), peak RSS in MiB)."""
     if shutil.which("time") or os.path.exists("/usr/bin/time"):
         t0 = time.perf_counter()
         proc = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True)
@@ -35,16 +35,19 @@ def _run_measured(cmd: list[str]) -> tuple[float, float]:
         if proc.returncode != 0:
             sys.exit(f"ingest failed:\n{proc.stderr}")
         m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
-        return wall, int(m.group(1)) / 1024 if m else float("nan")
+        cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)",
+                                                proc.stderr))
+        return wall, cpu, int(m.group(1)) / 1024 if m else float("nan")
     wrapper = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
-               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
-               "sys.exit(r.returncode)")
+               "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+               "print(u.ru_utime + u.ru_stime, u.ru_maxrss); sys.exit(r.returncode)")
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.exit(f"ingest failed:\n{proc.stderr}")
-    return wall, int(proc.stdout.split()[-1]) / 1024
+    cpu, rss = proc.stdout.split()[-2:]
+    return wall, float(cpu), int(rss) / 1024
 
 
 def main() -> None:
@@ -73,22 +76,24 @@ def main() -> None:
                "--out", corpus, "--overwrite"]
         if args.jobs:
             cmd += ["--jobs", str(args.jobs)]
-        wall, rss = _run_measured(cmd)
+        wall, cpu, rss = _run_measured(cmd)
         c = Corpus.open(corpus)
         words = int(c.attrs["source"]["input_tokens"])
         rows.append((label, os.path.getsize(path) / 2**20, c.n_docs, words, c.n_tokens, wall,
-                     words / wall / 1e6, rss))
+                     words / wall / 1e6, cpu, words / cpu / 1e6, rss))
     print(f"ingest benchmark: {args.source} (jobs={args.jobs or 'auto'}, "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
+    # CPU seconds next to wall seconds: on a shared machine the wall-clock rate
+    # depends on the other users' load; words per CPU-second does not.
     head = ("input", "file MiB", "docs", "input words", "stored tokens", "wall s",
-            "M words/s", "peak RSS MiB")
+            "M words/s", "CPU s", "M words/CPU-s", "peak RSS MiB")
     print("  ".join(f"{h:>13}" for h in head))
     for r in rows:
         print(f"{r[0]:>13}  {r[1]:>13.1f}  {r[2]:>13,}  {r[3]:>13,}  {r[4]:>13,}  {r[5]:>13.2f}"
-              f"  {r[6]:>13.2f}  {r[7]:>13.0f}")
+              f"  {r[6]:>13.2f}  {r[7]:>13.2f}  {r[8]:>13.2f}  {r[9]:>13.0f}")
     a, b = rows
     print(f"ratios {b[0]}/{a[0]}: words {b[3] / a[3]:.1f}x, wall {b[5] / a[5]:.1f}x, "
-          f"peak RSS {b[7] / a[7]:.2f}x (flat means within 1.20x)")
+          f"CPU {b[7] / a[7]:.1f}x, peak RSS {b[9] / a[9]:.2f}x (flat means within 1.20x)")
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
 
