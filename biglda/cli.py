@@ -275,8 +275,9 @@ class _TrainProgress:
             print(f"dashboard: {rec.get('dashboard')}", flush=True)
             for url in rec.get("pages") or []:
                 print(f"biglda page: {url}", flush=True)
-            self._start_bar()
-        elif kind == "iteration" and self._progress is not None:
+        elif kind == "iteration":
+            if self._progress is None:
+                self._start_bar()
             self._progress.update(
                 self._task, completed=rec["iteration"],
                 ll=f"{rec['ll_per_token']:.4f}", tps=_si(rec["tokens_per_s"]),

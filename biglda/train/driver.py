@@ -294,6 +294,20 @@ def _gather_table(ps, n_words: int, n_topics: int, timeout: float
     return n_wk, n_k
 
 
+def plan_cluster(client: Any, corpus: Any, cfg: TrainConfig
+                 ) -> tuple[list[tuple[str, int, int]], list[Any]]:
+    """Workers ``(address, nthreads, memory_limit)`` and the shard plan; checks the table fits."""
+    slots = _worker_slots(client, timeout=30.0)
+    n_slots = sum(max(1, t) for _, t, _ in slots)
+    shards = corpus.plan_shards(int(cfg.n_shards or n_slots))
+    # Each worker caches at most min(V, its tokens) rows per shard it holds.
+    per_worker_cache = max(min(corpus.n_words, s.n_tokens) for s in shards) * \
+        -(-len(shards) // len(slots))
+    check_table_fits(corpus.n_words, cfg.n_topics, {a: m for a, _, m in slots},
+                     cache_rows_per_worker=per_worker_cache)
+    return slots, shards
+
+
 def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None = None,
                  on_record: list[Callable[[dict], None]] | None = None,
                  run_id: str | None = None) -> TrainResult:
@@ -307,16 +321,8 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
         for cb in callbacks:
             cb(record)
 
-    slots = _worker_slots(client, timeout=30.0)
-    n_slots = sum(max(1, t) for _, t, _ in slots)
-    n_shards = int(cfg.n_shards or n_slots)
-    shards = corpus.plan_shards(n_shards)
+    slots, shards = plan_cluster(client, corpus, cfg)
     n_shards = len(shards)
-    # Each worker caches at most min(V, its tokens) rows per shard it holds.
-    per_worker_cache = max(min(corpus.n_words, s.n_tokens) for s in shards) * \
-        -(-n_shards // len(slots))
-    check_table_fits(corpus.n_words, cfg.n_topics, {a: m for a, _, m in slots},
-                     cache_rows_per_worker=per_worker_cache)
     groups = plan_groups(shards, slots)
     placement = {s.index: addr for addr, members in groups for s in members}
 
@@ -363,6 +369,7 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
         futures.append(client.submit(run_group, spec, workers=[addr], allow_other_workers=False,
                                      pure=False, key=f"biglda-{run_id}-{addr}-{len(futures)}"))
 
+    log.info("parameter server and %d tasks placed on %d workers", len(futures), len(slots))
     t0 = time.time()
     t_prev = t0
     stop_reason = "iterations"
@@ -548,12 +555,15 @@ def train(
     t0 = time.time()
     status = "error"
     with connect(scheduler, workers, int(threads_per_worker), connect_timeout) as client:
+        log.info("connected to %s in %.1f s", client.scheduler.address, time.time() - t0)
+
         def emit(record: dict) -> None:
             with contextlib.suppress(Exception):
                 client.log_event("biglda", record)
             for cb in callbacks:
                 cb(record)
 
+        plan_cluster(client, corpus_obj, cfg)  # fail before anything starts or is written
         pages = load_plugins(client)
         emit({"type": "start", "run_id": run_id, "config": cfg.as_dict(),
               "n_tokens": int(corpus_obj.n_tokens), "n_docs": int(corpus_obj.n_docs),
@@ -562,6 +572,7 @@ def train(
         try:
             result = run_training(client, corpus_obj, cfg, out=out, on_record=callbacks,
                                   run_id=run_id)
+            log.info("trained in %.1f s (%s)", time.time() - t0, result.stop_reason)
             doc_ptr = corpus_obj.doc_ptr
 
             def n_dk_blocks() -> Iterator[np.ndarray]:
@@ -577,6 +588,7 @@ def train(
                               "history": _history_for_store(result.history),
                               "corpus": str(corpus), "stop_reason": result.stop_reason})
             status = "ok"
+            log.info("model saved at %.1f s", time.time() - t0)
         finally:
             emit({"type": "end", "run_id": run_id, "elapsed": time.time() - t0,
                   "status": status, "out": str(out) if status == "ok" else None})
