@@ -8,7 +8,7 @@ import pytest
 from biglda.corpus.store import Corpus
 
 
-def check_counts(corpus: Corpus) -> None:
+def _check_counts(corpus: Corpus) -> None:
     """The stored counts equal a recount of the tokens, and ids are ordered by frequency."""
     tokens = corpus.read_tokens(0, corpus.n_tokens)
     wc = np.bincount(tokens, minlength=corpus.n_words)
@@ -20,6 +20,12 @@ def check_counts(corpus: Corpus) -> None:
     assert np.all(np.diff(corpus.word_count) <= 0), "ids must be by descending frequency"
     assert np.all(corpus.word_count > 0)
     assert len(set(corpus.vocab.tolist())) == corpus.n_words
+
+
+@pytest.fixture
+def check_counts():
+    """The oracle above, as a fixture (test modules cannot import each other's conftest)."""
+    return _check_counts
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from biglda.corpus.store import (
     write_corpus,
 )
 from biglda.errors import FormatError, OutputExistsError
-from tests.corpus.conftest import check_counts
 
 
 def _random_corpus(rng, n_docs, n_words, mean_len, empty_share=0.0):
@@ -29,7 +28,7 @@ def _random_corpus(rng, n_docs, n_words, mean_len, empty_share=0.0):
     return tokens, doc_ptr
 
 
-def test_write_corpus_round_trip_orders_by_frequency(memory_url):
+def test_write_corpus_round_trip_orders_by_frequency(memory_url, check_counts):
     vocab = ["apple", "never", "kiwi", "fig"]
     tokens = np.array([0, 2, 2, 3, 2, 0], dtype=np.int32)
     doc_ptr = np.array([0, 3, 3, 6])
@@ -50,7 +49,7 @@ def test_write_corpus_round_trip_orders_by_frequency(memory_url):
     check_counts(c)
 
 
-def test_multi_chunk_reads_and_pickle(memory_url):
+def test_multi_chunk_reads_and_pickle(memory_url, check_counts):
     rng = np.random.default_rng(0)
     tokens, doc_ptr = _random_corpus(rng, 200, 50, 20, empty_share=0.1)
     remap = write_corpus(memory_url, tokens, doc_ptr, [f"w{i}" for i in range(50)],

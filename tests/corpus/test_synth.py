@@ -8,13 +8,12 @@ import pytest
 from biglda.corpus.store import Corpus, write_corpus
 from biglda.corpus.synth import SynthSpec, generate, load_truth, topic_word_truth, write_synthetic
 from biglda.errors import FormatError
-from tests.corpus.conftest import check_counts
 
 SPEC = SynthSpec(n_docs=300, n_words=200, n_topics=5, mean_doc_length=40, alpha=0.1,
                  beta=0.05, seed=3, batch_docs=64)
 
 
-def test_write_synthetic_matches_generate(memory_url):
+def test_write_synthetic_matches_generate(memory_url, check_counts):
     sizes = write_synthetic(memory_url, SPEC, chunk_tokens=1000)
     tokens, doc_ptr, phi, theta = generate(SPEC)
     c = Corpus.open(memory_url)
