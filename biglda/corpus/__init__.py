@@ -4,7 +4,8 @@ Modules, one job each:
 
 * :mod:`~biglda.corpus.store` — the format: :class:`Corpus` (reader, shard planning),
   :class:`CorpusWriter`, :func:`write_corpus`.
-* :mod:`~biglda.corpus.ingest` — :func:`~biglda.corpus.ingest.ingest`: text / UCI input to a corpus, streaming.
+* :mod:`~biglda.corpus.ingest` — :func:`~biglda.corpus.ingest.ingest`: text / UCI input
+  to a corpus, streaming.
 * :mod:`~biglda.corpus.readers` — input formats and their error messages.
 * :mod:`~biglda.corpus.tokenizer` — :class:`Tokenizer`, the built-in stopword list.
 * :mod:`~biglda.corpus.vocab` — vocabulary filters and frequency ordering.

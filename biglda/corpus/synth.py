@@ -74,7 +74,8 @@ def iter_batches(
         theta = np.nan_to_num(theta, nan=1.0 / spec.n_topics)
         lengths = np.maximum(rng.poisson(spec.mean_doc_length, size=d), 1).astype(np.int64)
         # Topic counts per document, then topic of each token in document order.
-        counts = np.stack([rng.multinomial(n, t / t.sum()) for n, t in zip(lengths, theta, strict=True)])
+        counts = np.stack([rng.multinomial(n, t / t.sum())
+                           for n, t in zip(lengths, theta, strict=True)])
         topics = np.repeat(np.tile(np.arange(spec.n_topics), d), counts.ravel())
         tokens = np.empty(len(topics), dtype=np.int32)
         order = np.argsort(topics, kind="stable")
