@@ -187,7 +187,15 @@ def _uci_vocab_path(docword: str) -> str:
 
 
 def iter_line_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(first_line, data)``: blocks of whole lines of a (possibly gzipped) file."""
+    """Yield ``(first_line, data)``: blocks of whole lines of a (possibly gzipped) file.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp(), "a.txt"); _ = p.write_text("a\\nb\\nc\\n")
+    >>> list(iter_line_blocks(str(p), block_bytes=4))
+    [(1, b'a\\nb\\n'), (3, b'c\\n')]
+    """
     f = _open_binary(path)
     with f:
         line, rest = 1, b""
@@ -209,7 +217,15 @@ def iter_line_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[tupl
 
 
 def iter_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
-    """Raw blocks of one text source (``tsv``, ``text``, ``jsonl`` or ``dir``)."""
+    """Raw blocks of one text source (``tsv``, ``text``, ``jsonl`` or ``dir``).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp(), "a.tsv"); _ = p.write_text("1\\tx\\n")
+    >>> [b.data for b in iter_blocks(Source(str(p), "tsv"))]
+    [b'1\\tx\\n']
+    """
     if source.fmt == "dir":
         files = sorted(
             os.path.join(root, name)
@@ -342,7 +358,15 @@ class UciHeader:
 
 
 def read_uci_vocab(path: str, n_words: int) -> list[str]:
-    """The words of a UCI ``vocab.*.txt`` (one a line), checked against the header's W."""
+    """The words of a UCI ``vocab.*.txt`` (one a line), checked against the header's W.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp(), "vocab.x.txt"); _ = p.write_text("cat\\ndog\\n")
+    >>> read_uci_vocab(str(p), 2)
+    ['cat', 'dog']
+    """
     words: list[str] = []
     for first, data in iter_line_blocks(path):
         lines = _decode(data, path, first).split("\n")
@@ -363,6 +387,15 @@ def iter_uci(source: Source) -> Iterator[UciHeader | tuple[np.ndarray, np.ndarra
 
     Checks the header, the column count, the index ranges, the docID order, and
     that the body has exactly NNZ entries.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp(), "docword.x.txt")
+    >>> _ = p.write_text("2\\n3\\n2\\n1 3 2\\n2 1 1\\n")
+    >>> header, (doc, word, count) = iter_uci(Source(str(p), "uci"))
+    >>> header.nnz, doc.tolist(), word.tolist(), count.tolist()
+    (2, [0, 1], [2, 0], [2, 1])
     """
     path = source.path
     header: list[int] = []

@@ -366,6 +366,15 @@ class ChunkedAppender:
 
     Appended pieces are buffered until a chunk is full, so every chunk is written
     exactly once (no read-modify-write) and memory stays at about one chunk.
+
+    Examples
+    --------
+    >>> a = zarr.open_array("memory://doc/app.zarr", mode="w", shape=(5,), chunks=(2,),
+    ...                     dtype="int32")
+    >>> w = ChunkedAppender(a)
+    >>> w.append(np.arange(3)); w.append(np.arange(2)); w.close()
+    >>> a[:].tolist()
+    [0, 1, 2, 0, 1]
     """
 
     def __init__(self, array: zarr.Array) -> None:
