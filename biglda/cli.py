@@ -309,7 +309,13 @@ def _si(x: float) -> str:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    import distributed  # noqa: F401 - its import sets the "distributed" loggers to INFO
+
     from biglda.train.driver import train
+
+    if args.verbose < 2:  # keep the scheduler of the embedded cluster as quiet as asked
+        logging.getLogger("distributed").setLevel(
+            max(logging.getLogger().getEffectiveLevel(), logging.WARNING))
 
     progress = _TrainProgress(args.iterations, args.quiet, args.metrics)
     try:
