@@ -113,15 +113,38 @@ def _doc_freq(ids: np.ndarray, lengths: np.ndarray, n_words: int) -> np.ndarray:
                        minlength=n_words).astype(np.int64)
 
 
+def _ascii_table(lowercase: bool) -> dict[int, int]:
+    """``str.translate`` table for ASCII text: word characters kept (or lowercased), others
+    to a space. For ASCII text, ``\\w`` is exactly ``[A-Za-z0-9_]``."""
+    table = {}
+    for code in range(128):
+        ch = chr(code)
+        if ch.isalnum() or ch == "_":
+            table[code] = ord(ch.lower()) if lowercase else code
+        else:
+            table[code] = 32
+    return table
+
+
+_ASCII = {True: _ascii_table(True), False: _ascii_table(False)}
+
+
 def _tokenize_block(block: Block, tok: tuple[bool, str, bool], text_field: str,
                     id_field: str | None) -> _BlockCounts:
     """Parse and tokenize one raw block (runs in a worker process when jobs > 1)."""
     doc_ids, texts = parse_block(block, text_field, id_field)
-    tokenize = _tokenizer(*tok).tokenize
+    tokenizer = _tokenizer(*tok)
+    tokenize = tokenizer.tokenize
+    # Fast path for the default pattern on ASCII documents (most of them, in English
+    # corpora): translate + split is ~2x faster than re.findall and finds the same
+    # maximal runs of word characters, but also the 1-character ones, which the
+    # pattern (2+ characters) excludes: they are dropped below, per distinct word.
+    fast = tokenizer.token_pattern == DEFAULT_TOKEN_PATTERN and not tokenizer.pretokenized
+    table = _ASCII[tokenizer.lowercase]
     lengths = np.empty(len(texts), dtype=np.int64)
     tokens: list[str] = []
     for i, text in enumerate(texts):
-        words = tokenize(text)
+        words = text.translate(table).split() if fast and text.isascii() else tokenize(text)
         lengths[i] = len(words)
         tokens.extend(words)
     # One dict pass: each token maps to the position of its word's first occurrence
@@ -134,6 +157,13 @@ def _tokenize_block(block: Block, tok: tuple[bool, str, bool], text_field: str,
     dense[np.fromiter(first_seen.values(), dtype=np.int64, count=len(vocab))] = np.arange(
         len(vocab), dtype=np.int32)
     ids = dense[first]
+    if fast:
+        short = np.fromiter((len(w) < 2 for w in vocab), dtype=bool, count=len(vocab))
+        if short.any():
+            keep = ~short[ids]
+            lengths = _kept_lengths(keep, lengths)
+            ids = (np.cumsum(~short, dtype=np.int64) - 1).astype(np.int32)[ids[keep]]
+            vocab = [w for w, s in zip(vocab, short.tolist(), strict=True) if not s]
     wc = np.bincount(ids, minlength=len(vocab)).astype(np.int64)
     return _BlockCounts(doc_ids, lengths, vocab, ids, wc, _doc_freq(ids, lengths, len(vocab)))
 

@@ -207,3 +207,19 @@ def test_chunked_output_and_shards(tmp_path, check_counts):
     assert c.chunk_tokens == 100
     shards = c.plan_shards(3)
     assert len(shards) == 3 and sum(s.n_docs for s in shards) == c.n_docs
+
+
+def test_ascii_fast_path_equals_the_tokenizer(tmp_path):
+    """Ingest's translate+split path for ASCII text gives Tokenizer.tokenize's tokens."""
+    texts = ["a b cd_e F1 _ __ x-y 1 22 Q", "ABC\x1cdef\x0bgh\ti j", "a b c",
+             "caf\u00e9 au lait x", "UPPER lower MiXeD 3d 42nd"]
+    docs = [(str(i), t) for i, t in enumerate(texts)]
+    for lowercase in (True, False):
+        out = tmp_path / f"c{lowercase}.zarr"
+        ingest([_write_tsv(tmp_path / "d.tsv", docs)], str(out), min_df=1, stopwords="none",
+               lowercase=lowercase, overwrite=True)
+        c = Corpus.open(str(out))
+        tok = Tokenizer(lowercase=lowercase)
+        expected = [tok.tokenize(t) for t in texts if tok.tokenize(t)]
+        assert [c.words(i) for i in range(c.n_docs)] == expected
+        assert c.doc_ids.tolist() == [str(i) for i, t in enumerate(texts) if tok.tokenize(t)]
