@@ -421,7 +421,8 @@ class CorpusWriter:
 
     Used inside :func:`biglda.corpus.storage.atomic_output` by every corpus writer:
     ``ingest``, :func:`write_corpus` and the synthetic generator. Token ids must
-    already be final (ordered by descending frequency).
+    already be final (ordered by descending frequency). ``mode="a"`` adds the corpus
+    arrays to a group that already holds other arrays (the synthetic ``truth/``).
 
     Examples
     --------
@@ -444,12 +445,15 @@ class CorpusWriter:
         doc_freq: np.ndarray | Iterable[int],
         attrs: dict[str, Any] | None = None,
         chunk_tokens: int | None = None,
+        mode: str = "w",
     ) -> None:
         chunk_tokens = int(chunk_tokens or DEFAULT_CHUNK_TOKENS)
         if chunk_tokens < 1:
             raise ConfigError(f"chunk_tokens must be positive, got {chunk_tokens}")
         vocab = np.asarray(list(vocab), dtype=object).astype(_STR)
-        self.group = zarr.open_group(url, mode="w")
+        # mode "a" adds the corpus arrays to a group that already holds others (the
+        # synthetic truth); "w" starts from an empty group.
+        self.group = zarr.open_group(url, mode=mode)
         g = self.group
         self.n_docs, self.n_tokens = int(n_docs), int(n_tokens)
         g.create_array("vocab", shape=(len(vocab),), dtype=str,
