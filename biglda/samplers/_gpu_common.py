@@ -39,14 +39,19 @@ def is_device_array(a) -> bool:
     return hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray)
 
 
-def word_major(xp, tokens, lo: int, hi: int):
-    """Positions ``lo..hi-1`` sorted by (word, position): int64 [hi - lo].
+def word_major(xp, tokens, lo: int, hi: int, parity=None, part: int = 0):
+    """Positions ``lo..hi-1`` sorted by (word, position): int64 [M].
 
-    The key is unique per position, so any sort (CuPy's radix sort too) gives this order.
+    With ``parity`` (int [N], the document parity of each position) only the positions
+    whose parity is ``part``. The key is unique per position, so any sort (CuPy's radix
+    sort too) gives this order.
     """
-    n = hi - lo
-    keys = tokens[lo:hi].astype(np.int64) * max(n, 1) + xp.arange(n, dtype=np.int64)
-    return xp.argsort(keys).astype(np.int64) + lo
+    pos = xp.arange(lo, hi, dtype=np.int64)
+    if parity is not None:
+        pos = pos[parity[lo:hi] == part]
+    n = int(pos.shape[0])
+    keys = tokens[pos].astype(np.int64) * max(n, 1) + xp.arange(n, dtype=np.int64)
+    return pos[xp.argsort(keys)]
 
 
 def doc_chunks(doc_ptr: np.ndarray, n_topics: int, ndk_budget: int) -> list[tuple[int, int]]:
@@ -131,6 +136,9 @@ class GPUSampler(Sampler):
     """
 
     backend = "gpu"
+    #: documents are swept in this many parts (by document parity), each with its own
+    #: ``_prepare``: LightLDA's tables must not depend on the tokens being resampled.
+    n_parts = 1
 
     def __init__(self, deterministic: bool = False, ndk_budget: int = 1 << 28,
                  block_threads: int | None = None, max_blocks: int | None = None):
@@ -147,15 +155,15 @@ class GPUSampler(Sampler):
         self.simulator = require_gpu().simulator
 
     # subclass hooks -------------------------------------------------------------------
-    def _prepare(self, xp, d, alpha, beta, v_beta):
-        """Per-sweep state before the chunks (alias tables...); ``d`` the device arrays."""
+    def _prepare(self, xp, d, alpha, beta, v_beta, part_pos):
+        """State for sweeping the positions ``part_pos`` (alias tables...); ``d``: arrays."""
         return None
 
     def _run_chunk(self, xp, d, state, perm, pos_lo, pos_hi, d_lo, n_dk, keys, alpha,
                    beta, v_beta):
         raise NotImplementedError
 
-    def _accept_rate(self, xp, state) -> float | None:
+    def _accept_rate(self, xp, states) -> float | None:
         return None
 
     # the sweep ------------------------------------------------------------------------
@@ -190,21 +198,27 @@ class GPUSampler(Sampler):
         d["doc_of"] = (xp.searchsorted(d["doc_ptr"], xp.arange(n_tokens), side="right")
                        - 1).astype(np.int32)
         alpha_d = xp.asarray(alpha)
-        state = self._prepare(xp, d, alpha, beta, v_beta)
         keys = stream_keys(key)
         doc_ptr_h = _to_host(xp, d["doc_ptr"])
         chunks = doc_chunks(doc_ptr_h, n_topics, self.ndk_budget)
         rows = max((hi - lo for lo, hi in chunks), default=0)
         ndk_buf = xp.zeros((rows, n_topics), dtype=np.int32)
-        for d_lo, d_hi in chunks:
-            pos_lo, pos_hi = int(doc_ptr_h[d_lo]), int(doc_ptr_h[d_hi])
-            if pos_hi == pos_lo:
-                continue
-            perm = word_major(xp, d["tokens"], pos_lo, pos_hi)
-            # perm holds positions pos_lo.. in chunk order at perm[0..]: index it from 0
-            self._run_chunk(xp, d, state, perm, 0, pos_hi - pos_lo, d_lo,
-                            ndk_buf[: d_hi - d_lo], keys, alpha_d, beta, v_beta)
-        accept_rate = self._accept_rate(xp, state)
+        parity = (d["doc_of"] & 1) if self.n_parts == 2 else None
+        states = []
+        for part in range(self.n_parts):
+            part_pos = (xp.arange(n_tokens, dtype=np.int64) if parity is None
+                        else xp.nonzero(parity == part)[0].astype(np.int64))
+            state = self._prepare(xp, d, alpha, beta, v_beta, part_pos)
+            states.append(state)
+            for d_lo, d_hi in chunks:
+                pos_lo, pos_hi = int(doc_ptr_h[d_lo]), int(doc_ptr_h[d_hi])
+                perm = word_major(xp, d["tokens"], pos_lo, pos_hi, parity, part)
+                if perm.shape[0] == 0:
+                    continue
+                # perm lists the positions to sweep (word-major): the kernels walk perm[0:M]
+                self._run_chunk(xp, d, state, perm, 0, int(perm.shape[0]), d_lo,
+                                ndk_buf[: d_hi - d_lo], keys, alpha_d, beta, v_beta)
+        accept_rate = self._accept_rate(xp, states)
 
         if on_device:
             words, topics, counts, delta_k = (

@@ -77,6 +77,18 @@ def _count_doc_topics(perm, doc_of, z, pos_lo, pos_hi, d_lo, n_dk):
         cuda.atomic.add(n_dk, (doc_of[i] - d_lo, np.int64(z[i])), 1)
 
 
+@cuda.jit
+def _move_counts(pos, tokens, z, n_wk, n_k, sign):
+    """Add ``sign`` times the counts of positions ``pos`` (int64 [M]) to ``n_wk``/``n_k``."""
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for j in range(start, pos.shape[0], stride):
+        i = pos[j]
+        t = np.int64(z[i])
+        cuda.atomic.add(n_wk, (tokens[i], t), sign)  # atomics: words repeat across threads
+        cuda.atomic.add(n_k, t, sign)
+
+
 # --------------------------------------------------------------------------- cgs
 @cuda.jit
 def _cgs_kernel(tokens, perm, doc_of, z, n_wk, n_k, n_dk, alpha, beta, v_beta,
@@ -236,16 +248,19 @@ def _lightlda_kernel(tokens, perm, doc_of, doc_ptr, z, n_wk, n_k, n_dk, alpha, b
     tokens int32 [N], perm int64 [N] (word-major), doc_of int32 [N], doc_ptr int64 [D+1],
     z uint16/int32 [N], n_wk int32 [V, K], n_k int64 [K], n_dk int32 [D_chunk, K],
     alpha float64 [K]; snap_wk int32 [V, K] / coef0 float64 [K] are ``n_wk`` and
-    1/(n_k + V beta) when the tables were built; w_ptr int64 [V+1], w_topic int32 [M] and
+    1/(n_k + V beta) *without the tokens being swept* (see below); w_ptr int64 [V+1], w_topic int32 [M] and
     w_mass float64 [V] describe the sparse word tables; thr uint32 / alias int32 hold all
     alias tables (word rows, then the dense beta row at ``b_lo``, then alpha at ``a_lo``);
     stats int64 [2] receives (accepted, proposed).
 
     Word proposal q_w(k) ∝ (snap_wk[w, k] + beta) coef0[k]: with probability
     w_mass / (w_mass + b_mass) from the word's alias over its non-zeros, else from the
-    shared dense beta table. It is an independence proposal from fixed tables, so
-    a = min(1, p(t) q_w(s) / (p(s) q_w(t))) keeps p(z_i | rest) invariant however stale the
-    tables are. Doc proposal q_d(k) ∝ n_dk + alpha_k (counts with token i): the topic of a
+    shared dense beta table. The tables are built from the counts of every token *except*
+    those of the documents being swept (the sampler sweeps even, then odd documents, as
+    the CPU kernel does): a proposal may depend on the state only through tokens that are
+    not being resampled, else each token's kernel depends on where the sweep started and
+    the chain is biased (a tiny-corpus enumeration shows it). With that, q_w is an
+    independence proposal and a = min(1, p(t) q_w(s) / (p(s) q_w(t))) is exact. Doc proposal q_d(k) ∝ n_dk + alpha_k (counts with token i): the topic of a
     uniform token of the document, or a draw from alpha; a = min(1, p(t)(n_ds¬i + alpha_s)
     / (p(s)(n_dt¬i + alpha_t))). Table probabilities are taken as the weights: the 32-bit
     thresholds round them by < 2**-32, a bias far below what any test can see.

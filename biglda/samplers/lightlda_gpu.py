@@ -1,6 +1,7 @@
 """LightLDA on the GPU: cycle-proposal Metropolis-Hastings, alias tables built on the device.
 
-Per sweep: the word tables are built once from the cached rows (a thread per word runs
+Per sweep, for the even and then the odd documents: the word tables are built from the
+cached rows minus that half's own tokens (a thread per word runs
 Vose's method over the row's non-zeros: sparse tables for every K, plus one shared dense
 table over beta / (n_k + V beta) and, for asymmetric alpha, one over alpha), as in
 LightLDA (Yuan et al. 2015, sec. 4) and SaberLDA's GPU construction. Then a thread per
@@ -42,6 +43,7 @@ class LightLDAGPUSampler(GPUSampler):
     """
 
     algorithm = "lightlda"
+    n_parts = 2  # even, then odd documents: tables never depend on the tokens being swept
 
     def __init__(self, mh_steps: int = 2, deterministic: bool = False, **geometry):
         super().__init__(deterministic, **geometry)
@@ -59,12 +61,18 @@ class LightLDAGPUSampler(GPUSampler):
             return int(self.block_threads)
         return 4 if self.simulator else 128
 
-    def _prepare(self, xp, d, alpha, beta, v_beta):
+    def _prepare(self, xp, d, alpha, beta, v_beta, part_pos):
         n_wk, n_k = d["n_wk"], d["n_k"]
         n_rows, n_topics = n_wk.shape
-        # Proposal tables from the counts as they are now; they stay fixed for the sweep.
+        # Proposal tables from the counts without the tokens about to be swept (part_pos):
+        # they then depend only on tokens this part does not resample, and stay fixed.
         snap = n_wk.copy()
-        coef0 = 1.0 / (n_k.astype(np.float64) + v_beta)
+        n_k_rest = n_k.copy()
+        if part_pos.shape[0]:
+            threads = 1 if self.simulator else 128
+            self._k._move_counts[self._grid(int(part_pos.shape[0]), threads), threads](
+                part_pos, d["tokens"], d["z"], snap, n_k_rest, -1)
+        coef0 = 1.0 / (n_k_rest.astype(np.float64) + v_beta)
         rows, cols = xp.nonzero(snap)
         n_nz = int(rows.shape[0])
         w_ptr = xp.searchsorted(rows, xp.arange(n_rows + 1), side="left").astype(np.int64)
@@ -104,8 +112,9 @@ class LightLDAGPUSampler(GPUSampler):
             st["a_sum"], st["symmetric"], self.mh_steps, pos_lo, pos_hi, d_lo, keys[0],
             keys[1], st["stats"])
 
-    def _accept_rate(self, xp, st) -> float | None:
-        accepted, proposed = (int(v) for v in st["stats"].tolist())
+    def _accept_rate(self, xp, states) -> float | None:
+        accepted = sum(int(st["stats"][0]) for st in states)
+        proposed = sum(int(st["stats"][1]) for st in states)
         return accepted / proposed if proposed else None
 
     def __repr__(self) -> str:
