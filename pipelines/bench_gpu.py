@@ -1,0 +1,179 @@
+"""Benchmark: tokens/s of the GPU samplers on one GPU, next to the CPU kernels, same run.
+
+    python pipelines/bench_gpu.py                      # the full grid (needs a CUDA GPU)
+    python pipelines/bench_gpu.py --quick              # a 10 M-token smoke run
+    python pipelines/bench_gpu.py --out bench_gpu.json # also write the records as JSON
+
+Grid: algorithms cgs and lightlda x K in {100, 1000, 10000} on
+  * a synthetic LDA corpus (``biglda.corpus.synth``, >= 100 M tokens by default), and
+  * the Debian package descriptions (/work/shared/corpora/debian-descriptions.tsv.gz),
+    ingested once with the default tokenizer.
+Per cell: shard arrays are put on the device (CuPy), one warm-up sweep (JIT compile), then
+``--sweeps`` timed sweeps; tokens/s is tokens / median sweep time. CPU kernels (one
+thread, the unit a Dask worker thread runs) sweep a prefix of ``--cpu-tokens`` tokens of
+the same corpus, because one CPU sweep of 100 M tokens at K = 10000 takes minutes.
+
+It refuses to run without a real GPU (the CUDA simulator does not count): a number
+measured on the simulator would mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+DEBIAN = "/work/shared/corpora/debian-descriptions.tsv.gz"
+
+
+def _fail(msg: str) -> None:
+    print(f"bench_gpu: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _need_gpu() -> str:
+    from biglda.errors import ConfigError
+    from biglda.samplers.backends import require_gpu
+
+    try:
+        status = require_gpu()
+    except ConfigError as exc:
+        _fail(f"needs a CUDA GPU: {exc}")
+    if status.simulator:
+        _fail("NUMBA_ENABLE_CUDASIM=1 is set: the CUDA simulator is not a GPU; unset it")
+    return status.reason
+
+
+def synthetic(n_tokens: int, n_words: int, seed: int = 0):
+    """A synthetic LDA corpus of about ``n_tokens`` tokens: ``(tokens, doc_ptr, n_words)``."""
+    from biglda.corpus.synth import SynthSpec, generate
+
+    mean_len = 200
+    spec = SynthSpec(n_docs=max(1, n_tokens // mean_len), n_words=n_words, n_topics=100,
+                     mean_doc_length=mean_len, alpha=0.1, beta=0.01, seed=seed)
+    tokens, doc_ptr, _, _ = generate(spec)
+    return np.ascontiguousarray(tokens, np.int32), np.asarray(doc_ptr, np.int64), n_words
+
+
+def debian(path: str, work: str):
+    """The Debian descriptions corpus, ingested with the default settings."""
+    from biglda.corpus import Corpus
+    from biglda.corpus.ingest import ingest
+
+    out = os.path.join(work, "debian.zarr")
+    ingest(path, out, overwrite=True)
+    corpus = Corpus.open(out)
+    tokens = np.ascontiguousarray(corpus.read_tokens(0, corpus.n_tokens), np.int32)
+    return tokens, np.asarray(corpus.doc_ptr, np.int64), int(corpus.n_words)
+
+
+def prefix(tokens, doc_ptr, n_tokens: int):
+    """The first whole documents holding at most ``n_tokens`` tokens (at least one doc)."""
+    d = max(1, int(np.searchsorted(doc_ptr, n_tokens, side="right")) - 1)
+    return tokens[: doc_ptr[d]], doc_ptr[: d + 1]
+
+
+def time_sweeps(sampler, arrays, n_words, n_topics, sweeps, device):
+    """Median seconds of ``sweeps`` sweeps after one warm-up sweep."""
+    from biglda.samplers import RandomKey, count_from_z, init_z, z_dtype
+
+    tokens, doc_ptr = arrays
+    z = init_z(len(tokens), n_topics, RandomKey(0, -1)).astype(z_dtype(n_topics))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    args = [tokens, doc_ptr, z, n_wk, n_k]
+    if device:
+        import cupy
+
+        args = [cupy.asarray(a) for a in args]
+    times, accept = [], None
+    for it in range(sweeps + 1):
+        t0 = time.perf_counter()
+        res = sampler.sweep(*args, 0.1, 0.01, n_words, RandomKey(0, it))
+        if device:
+            import cupy
+
+            cupy.cuda.runtime.deviceSynchronize()
+        if it > 0:  # sweep 0 compiles the kernels
+            times.append(time.perf_counter() - t0)
+        accept = res.accept_rate
+    return statistics.median(times), accept
+
+
+def run(args) -> list[dict]:
+    from biglda.samplers import get_sampler
+
+    device_name = _need_gpu()
+    records = []
+    with tempfile.TemporaryDirectory() as work:
+        corpora = {}
+        if "synthetic" in args.corpora:
+            t0 = time.perf_counter()
+            corpora["synthetic"] = synthetic(args.tokens, args.words)
+            print(f"synthetic: {len(corpora['synthetic'][0]):,} tokens, V={args.words} "
+                  f"({time.perf_counter() - t0:.0f} s to generate)", flush=True)
+        if "debian" in args.corpora:
+            if not os.path.exists(args.debian):
+                _fail(f"{args.debian} not found (--debian PATH, or --corpora synthetic)")
+            corpora["debian"] = debian(args.debian, work)
+            print(f"debian: {len(corpora['debian'][0]):,} tokens, "
+                  f"V={corpora['debian'][2]}", flush=True)
+        for name, (tokens, doc_ptr, n_words) in corpora.items():
+            cpu_arrays = prefix(tokens, doc_ptr, args.cpu_tokens)
+            for n_topics in args.topics:
+                for algorithm in args.algorithms:
+                    cells = [("gpu", get_sampler(algorithm, "gpu"), (tokens, doc_ptr), True)]
+                    if not args.no_cpu:
+                        cells.append(("cpu", get_sampler(algorithm, "cpu"), cpu_arrays, False))
+                    for backend, sampler, arrays, device in cells:
+                        secs, accept = time_sweeps(sampler, arrays, n_words, n_topics,
+                                                   args.sweeps, device)
+                        rec = {"corpus": name, "algorithm": algorithm, "backend": backend,
+                               "n_topics": n_topics, "n_tokens": int(len(arrays[0])),
+                               "n_words": n_words, "seconds_per_sweep": secs,
+                               "tokens_per_s": len(arrays[0]) / secs,
+                               "accept_rate": accept, "device": device_name
+                               if backend == "gpu" else platform.processor() or "cpu"}
+                        records.append(rec)
+                        print(f"{name:9s} K={n_topics:<6d} {algorithm:9s} {backend}: "
+                              f"{rec['tokens_per_s'] / 1e6:10.2f} M tokens/s "
+                              f"({rec['n_tokens']:,} tokens, {secs:.3f} s/sweep)", flush=True)
+    return records
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tokens", type=int, default=100_000_000,
+                   help="synthetic corpus size (default 100 M)")
+    p.add_argument("--words", type=int, default=50_000, help="synthetic vocabulary size")
+    p.add_argument("--topics", type=lambda s: [int(x) for x in s.split(",")],
+                   default=[100, 1000, 10000])
+    p.add_argument("--algorithms", type=lambda s: s.split(","), default=["cgs", "lightlda"])
+    p.add_argument("--corpora", type=lambda s: s.split(","), default=["synthetic", "debian"])
+    p.add_argument("--debian", default=DEBIAN)
+    p.add_argument("--sweeps", type=int, default=3, help="timed sweeps per cell (median)")
+    p.add_argument("--cpu-tokens", type=int, default=5_000_000,
+                   help="CPU kernels sweep a prefix of this many tokens")
+    p.add_argument("--no-cpu", action="store_true", help="skip the CPU kernels")
+    p.add_argument("--quick", action="store_true",
+                   help="10 M synthetic tokens, K in {100, 1000}, 2 sweeps")
+    p.add_argument("--out", help="write the records to this JSON file")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.tokens, args.topics, args.sweeps = 10_000_000, [100, 1000], 2
+        args.cpu_tokens = min(args.cpu_tokens, 1_000_000)
+    records = run(args)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(records, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
