@@ -8,8 +8,10 @@ Grid: algorithms cgs and lightlda x K in {100, 1000, 10000} on
   * a synthetic LDA corpus (``biglda.corpus.synth``, >= 100 M tokens by default), and
   * the Debian package descriptions (/work/shared/corpora/debian-descriptions.tsv.gz),
     ingested once with the default tokenizer.
-Per cell: shard arrays are put on the device (CuPy), one warm-up sweep (JIT compile), then
-``--sweeps`` timed sweeps; tokens/s is tokens / median sweep time. CPU kernels (one
+Per cell: one warm-up sweep (JIT compile), then ``--sweeps`` timed sweeps; tokens/s is
+tokens / median sweep time. Backend ``gpu`` keeps the shard on the device (CuPy arrays,
+what a GPU worker should hold); ``gpu-host`` passes NumPy arrays, so every sweep also
+copies the shard and its ``n_wk`` rows up and ``z`` back (what the trainer does today). CPU kernels (one
 thread, the unit a Dask worker thread runs) sweep a prefix of ``--cpu-tokens`` tokens of
 the same corpus, because one CPU sweep of 100 M tokens at K = 10000 takes minutes.
 
@@ -128,7 +130,10 @@ def run(args) -> list[dict]:
             cpu_arrays = prefix(tokens, doc_ptr, args.cpu_tokens)
             for n_topics in args.topics:
                 for algorithm in args.algorithms:
-                    cells = [("gpu", get_sampler(algorithm, "gpu"), (tokens, doc_ptr), True)]
+                    gpu = get_sampler(algorithm, "gpu")
+                    cells = [("gpu", gpu, (tokens, doc_ptr), True)]
+                    if not args.no_host_arrays:  # what a worker passing NumPy arrays gets
+                        cells.append(("gpu-host", gpu, (tokens, doc_ptr), False))
                     if not args.no_cpu:
                         cells.append(("cpu", get_sampler(algorithm, "cpu"), cpu_arrays, False))
                     for backend, sampler, arrays, device in cells:
@@ -139,9 +144,9 @@ def run(args) -> list[dict]:
                                "n_words": n_words, "seconds_per_sweep": secs,
                                "tokens_per_s": len(arrays[0]) / secs,
                                "accept_rate": accept, "device": device_name
-                               if backend == "gpu" else platform.processor() or "cpu"}
+                               if backend.startswith("gpu") else platform.processor() or "cpu"}
                         records.append(rec)
-                        print(f"{name:9s} K={n_topics:<6d} {algorithm:9s} {backend}: "
+                        print(f"{name:9s} K={n_topics:<6d} {algorithm:9s} {backend:8s}: "
                               f"{rec['tokens_per_s'] / 1e6:10.2f} M tokens/s "
                               f"({rec['n_tokens']:,} tokens, {secs:.3f} s/sweep)", flush=True)
     return records
@@ -161,6 +166,8 @@ def main(argv=None) -> int:
     p.add_argument("--cpu-tokens", type=int, default=5_000_000,
                    help="CPU kernels sweep a prefix of this many tokens")
     p.add_argument("--no-cpu", action="store_true", help="skip the CPU kernels")
+    p.add_argument("--no-host-arrays", action="store_true",
+                   help="skip the GPU cells with NumPy inputs (copies up and back each sweep)")
     p.add_argument("--quick", action="store_true",
                    help="10 M synthetic tokens, K in {100, 1000}, 2 sweeps")
     p.add_argument("--out", help="write the records to this JSON file")
