@@ -230,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--test-fraction", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--append", action="store_true",
+                    help="keep earlier rows of OUT/results.json (same K and system replaced)")
     ap.add_argument("--peers-dir", default="runs/bench_quality/peers",
                     help="where --setup installs the peers (appended to sys.path)")
     ap.add_argument("--setup", action="store_true",
@@ -245,8 +247,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if os.path.isdir(peers_dir):
         sys.path.append(peers_dir)  # after the project's own packages
+        # worker processes of joblib/loky (sklearn n_jobs) start fresh interpreters
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (os.environ.get("PYTHONPATH"), peers_dir) if p)
     data = prepare_data(args.corpus, args.out, args.test_fraction, args.seed)
     results = []
+    previous = os.path.join(args.out, "results.json")
+    if args.append and os.path.exists(previous):
+        with open(previous) as f:
+            results = json.load(f)["results"]
     for k in args.topics:
         for name in args.systems.split(","):
             log.info("K=%d %s: training (budget %.0f s)", k, name, args.budget)
@@ -255,9 +264,13 @@ def main(argv: list[str] | None = None) -> int:
                                                  args.out)
             except ImportError as exc:
                 log.warning("%s skipped: %s (run with --setup)", name, exc)
-                results.append({"k": k, "system": name, "error": f"not installed ({exc.name})"})
-                continue
-            row = {"k": k, "system": name, **info, **score(phi, vocab, data, args.workers)}
+                row = {"k": k, "system": name, "error": f"not installed ({exc.name})"}
+            except Exception as exc:  # one peer failing must not lose the other rows
+                log.exception("%s failed", name)
+                row = {"k": k, "system": name, "error": f"failed: {type(exc).__name__}"}
+            else:
+                row = {"k": k, "system": name, **info, **score(phi, vocab, data, args.workers)}
+            results = [r for r in results if (r["k"], r["system"]) != (k, name)]
             log.info("%s", row)
             results.append(row)
             _write(args, data, results)
