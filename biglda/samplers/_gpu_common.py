@@ -16,6 +16,7 @@ Nothing here is imported before :func:`biglda.samplers.backends.require_gpu` suc
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 
@@ -154,6 +155,13 @@ class GPUSampler(Sampler):
             raise ConfigError(f"max_blocks must be >= 1, got {max_blocks}")
         self.simulator = require_gpu().simulator
 
+    @property
+    def _k(self):
+        """The kernels module (imports numba.cuda; only reached once require_gpu passed)."""
+        from biglda.samplers import _gpu_kernels
+
+        return _gpu_kernels
+
     # subclass hooks -------------------------------------------------------------------
     def _prepare(self, xp, d, alpha, beta, v_beta, part_pos):
         """State for sweeping the positions ``part_pos`` (alias tables...); ``d``: arrays."""
@@ -197,6 +205,29 @@ class GPUSampler(Sampler):
         z_old = z.copy()
         d["doc_of"] = (xp.searchsorted(d["doc_ptr"], xp.arange(n_tokens), side="right")
                        - 1).astype(np.int32)
+        with warnings.catch_warnings():
+            # numba-cuda warns for grids under 128 blocks; small shards and the single-block
+            # (deterministic) mode are under-occupied on purpose.
+            warnings.filterwarnings("ignore", message=r"Grid size \d+ will likely result")
+            accept_rate = self._sweep_parts(xp, d, alpha, beta, v_beta, key, n_tokens,
+                                            n_topics)
+
+        if on_device:
+            words, topics, counts, delta_k = (
+                xp.asnumpy(a) for a in sweep_delta_xp(xp, tokens, z_old, z, n_topics))
+        else:
+            if upload:
+                z[...] = xp.asnumpy(d["z"])
+            words, topics, counts, delta_k = _sweep_delta(tokens, z_old, z, n_wk.shape[0],
+                                                          n_topics)
+            if upload:  # the kernels moved the device copies; move the caller's arrays
+                np.add.at(n_wk, (words, topics), counts)
+                n_k += delta_k
+        return SweepResult(words, topics, counts, delta_k, n_tokens, accept_rate,
+                           time.perf_counter() - t0)
+
+    def _sweep_parts(self, xp, d, alpha, beta, v_beta, key, n_tokens, n_topics):
+        """Sweep every part (then every document chunk) with the kernels; the accept rate."""
         alpha_d = xp.asarray(alpha)
         keys = stream_keys(key)
         doc_ptr_h = _to_host(xp, d["doc_ptr"])
@@ -218,21 +249,7 @@ class GPUSampler(Sampler):
                 # perm lists the positions to sweep (word-major): the kernels walk perm[0:M]
                 self._run_chunk(xp, d, state, perm, 0, int(perm.shape[0]), d_lo,
                                 ndk_buf[: d_hi - d_lo], keys, alpha_d, beta, v_beta)
-        accept_rate = self._accept_rate(xp, states)
-
-        if on_device:
-            words, topics, counts, delta_k = (
-                xp.asnumpy(a) for a in sweep_delta_xp(xp, tokens, z_old, z, n_topics))
-        else:
-            if upload:
-                z[...] = xp.asnumpy(d["z"])
-            words, topics, counts, delta_k = _sweep_delta(tokens, z_old, z, n_wk.shape[0],
-                                                          n_topics)
-            if upload:  # the kernels moved the device copies; move the caller's arrays
-                np.add.at(n_wk, (words, topics), counts)
-                n_k += delta_k
-        return SweepResult(words, topics, counts, delta_k, n_tokens, accept_rate,
-                           time.perf_counter() - t0)
+        return self._accept_rate(xp, states)
 
     # launch geometry ------------------------------------------------------------------
     def _grid(self, n_items: int, threads: int, sim_blocks: int = 2) -> int:

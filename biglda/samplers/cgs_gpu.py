@@ -53,9 +53,6 @@ class CGSGPUSampler(GPUSampler):
         if run_len is not None and int(run_len) < 1:
             raise ConfigError(f"run_len must be >= 1, got {run_len}")
         self.run_len = run_len
-        from biglda.samplers import _gpu_kernels
-
-        self._k = _gpu_kernels
 
     def _threads(self, n_topics: int) -> int:
         if self.block_threads is not None:

@@ -50,9 +50,6 @@ class LightLDAGPUSampler(GPUSampler):
         if int(mh_steps) < 1:
             raise ConfigError(f"mh_steps must be >= 1, got {mh_steps}")
         self.mh_steps = int(mh_steps)
-        from biglda.samplers import _gpu_kernels
-
-        self._k = _gpu_kernels
 
     def _threads(self) -> int:
         if self.deterministic:
