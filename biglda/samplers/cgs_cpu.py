@@ -79,20 +79,17 @@ def _word_lists(tokens, n_wk, bits):
         occ[tokens[i]] += 1
     start = np.zeros(n_rows + 1, dtype=np.int64)
     length = np.zeros(n_rows, dtype=np.int64)
+    # one pass over the dense rows (they dominate at large K), into a growing buffer
+    packed = np.empty(max(16, 2 * tokens.shape[0]), dtype=np.int64)
+    p = 0
     for w in range(n_rows):
-        cap = 0
-        if occ[w] > 0:
-            nnz = 0
-            for k in range(n_topics):
-                if n_wk[w, k] != 0:
-                    nnz += 1
-            cap = min(n_topics, nnz + occ[w])
-        start[w + 1] = start[w] + cap
-    packed = np.empty(start[n_rows], dtype=np.int64)
-    for w in range(n_rows):
+        start[w] = p
         if occ[w] == 0:
             continue
-        p = start[w]
+        if p + n_topics > packed.shape[0]:
+            bigger = np.empty(2 * packed.shape[0] + n_topics, dtype=np.int64)
+            bigger[:p] = packed[:p]
+            packed = bigger
         for k in range(n_topics):
             c = n_wk[w, k]
             if c != 0:
@@ -103,6 +100,12 @@ def _word_lists(tokens, n_wk, bits):
         row = np.sort(packed[start[w]:p])
         for j in range(n):  # descending
             packed[start[w] + j] = row[n - 1 - j]
+        p = start[w] + min(n_topics, n + occ[w])  # room for this sweep's new non-zeros
+        if p > packed.shape[0]:
+            bigger = np.empty(2 * packed.shape[0] + n_topics, dtype=np.int64)
+            bigger[:start[w] + n] = packed[:start[w] + n]
+            packed = bigger
+    start[n_rows] = p
     return start, length, packed
 
 
@@ -174,29 +177,19 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
                 d_topics[p] = last
                 d_pos[last] = p
                 d_pos[s] = -1
-            # decrement s in the word's sorted list; it moves towards the end
+            # --- word bucket over the word's non-zero topics, with s counted once less ---
             base = w_start[w]
             n_w = w_len[w]
-            j = 0
-            while (packed[base + j] & mask) != s:
-                j += 1
-            val = packed[base + j] - (np.int64(1) << bits)
-            if val >> bits == 0:
-                for jj in range(j, n_w - 1):
-                    packed[base + jj] = packed[base + jj + 1]
-                n_w -= 1
-                w_len[w] = n_w
-            else:
-                while j + 1 < n_w and packed[base + j + 1] > val:
-                    packed[base + j] = packed[base + j + 1]
-                    j += 1
-                packed[base + j] = val
-
-            # --- word bucket mass over the word's non-zero topics ---
             q_mass = 0.0
+            pos_s = 0
             for j in range(n_w):
                 e = packed[base + j]
-                score = (e >> bits) * qc[e & mask]
+                topic = e & mask
+                c = e >> bits
+                if topic == s:
+                    c -= 1
+                    pos_s = j
+                score = c * qc[topic]
                 q_score[j] = score
                 q_mass += score
 
@@ -206,11 +199,14 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
             if u < q_mass:
                 for j in range(n_w):
                     u -= q_score[j]
-                    if u <= 0.0:
+                    if u <= 0.0 and q_score[j] > 0.0:
                         t = packed[base + j] & mask
                         break
-                if t < 0:
-                    t = packed[base + n_w - 1] & mask
+                if t < 0:  # rounding: the last entry with mass
+                    for j in range(n_w - 1, -1, -1):
+                        if q_score[j] > 0.0:
+                            t = packed[base + j] & mask
+                            break
             elif u < q_mass + r_mass:
                 u -= q_mass
                 for j in range(n_d):
@@ -231,6 +227,35 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
                 if t < 0:
                     t = n_topics - 1
 
+            # --- the word's sorted list: only a move s -> t changes it ---
+            if t != s:
+                # decrement s; it moves towards the end (and out when it reaches 0)
+                j = pos_s
+                val = packed[base + j] - (np.int64(1) << bits)
+                if val >> bits == 0:
+                    for jj in range(j, n_w - 1):
+                        packed[base + jj] = packed[base + jj + 1]
+                    n_w -= 1
+                else:
+                    while j + 1 < n_w and packed[base + j + 1] > val:
+                        packed[base + j] = packed[base + j + 1]
+                        j += 1
+                    packed[base + j] = val
+                # increment t (append if new); it moves towards the front
+                j = 0
+                while j < n_w and (packed[base + j] & mask) != t:
+                    j += 1
+                if j == n_w:
+                    val = (np.int64(1) << bits) | t
+                    n_w += 1
+                else:
+                    val = packed[base + j] + (np.int64(1) << bits)
+                while j > 0 and packed[base + j - 1] < val:
+                    packed[base + j] = packed[base + j - 1]
+                    j -= 1
+                packed[base + j] = val
+                w_len[w] = n_w
+
             # --- add token i back with topic t ---
             s_mass -= alpha[t] * beta * coef[t]
             r_mass -= beta * n_dk[t] * coef[t]
@@ -245,20 +270,6 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
             s_mass += alpha[t] * beta * coef[t]
             r_mass += beta * n_dk[t] * coef[t]
             qc[t] = (alpha[t] + n_dk[t]) * coef[t]
-            # increment t in the word's list (append if new); it moves towards the front
-            j = 0
-            while j < n_w and (packed[base + j] & mask) != t:
-                j += 1
-            if j == n_w:
-                val = (np.int64(1) << bits) | t
-                n_w += 1
-                w_len[w] = n_w
-            else:
-                val = packed[base + j] + (np.int64(1) << bits)
-            while j > 0 and packed[base + j - 1] < val:
-                packed[base + j] = packed[base + j - 1]
-                j -= 1
-            packed[base + j] = val
             z[i] = t
 
         # leave the scratch rows as they were: zero counts, alpha-only coefficients

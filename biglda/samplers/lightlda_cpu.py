@@ -39,28 +39,24 @@ def _word_tables(occ, n_wk, coef):
     """
     n_rows, n_topics = n_wk.shape
     start = np.zeros(n_rows + 1, dtype=np.int64)
-    for w in range(n_rows):
-        nnz = 0
-        if occ[w] > 0:
-            for k in range(n_topics):
-                if n_wk[w, k] != 0:
-                    nnz += 1
-        start[w + 1] = start[w] + nnz
-    m = start[n_rows]
-    topic = np.empty(m, dtype=np.int32)
-    thr = np.empty(m, dtype=np.uint32)
-    alias = np.empty(m, dtype=np.int32)
-    prob = np.empty(m, dtype=np.float64)
-    weight = np.empty(m, dtype=np.float64)
+    # one pass over the dense rows (they dominate at large K), into growing buffers
+    cap = 1024
+    topic = np.empty(cap, dtype=np.int32)
+    weight = np.empty(cap, dtype=np.float64)
     mass = np.zeros(n_rows, dtype=np.float64)
-    small = np.empty(n_topics, dtype=np.int64)
-    large = np.empty(n_topics, dtype=np.int64)
+    p = 0
     for w in range(n_rows):
-        lo = start[w]
-        n = start[w + 1] - lo
-        if n == 0:
+        start[w] = p
+        if occ[w] == 0:
             continue
-        p = lo
+        if p + n_topics > cap:
+            cap = 2 * cap + n_topics
+            t2 = np.empty(cap, dtype=np.int32)
+            t2[:p] = topic[:p]
+            topic = t2
+            w2 = np.empty(cap, dtype=np.float64)
+            w2[:p] = weight[:p]
+            weight = w2
         total = 0.0
         for k in range(n_topics):
             c = n_wk[w, k]
@@ -70,7 +66,19 @@ def _word_tables(occ, n_wk, coef):
                 total += weight[p]
                 p += 1
         mass[w] = total
-        _build_alias(weight, lo, n, thr, alias, prob, small, large)
+    start[n_rows] = p
+    m = p
+    topic = topic[:m].copy()
+    thr = np.empty(m, dtype=np.uint32)
+    alias = np.empty(m, dtype=np.int32)
+    prob = np.empty(m, dtype=np.float64)
+    small = np.empty(n_topics, dtype=np.int64)
+    large = np.empty(n_topics, dtype=np.int64)
+    for w in range(n_rows):
+        lo = start[w]
+        n = start[w + 1] - lo
+        if n > 0:
+            _build_alias(weight, lo, n, thr, alias, prob, small, large)
     return start, mass, topic, thr, alias, prob
 
 
