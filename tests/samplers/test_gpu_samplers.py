@@ -449,23 +449,64 @@ def test_recovers_synthetic_topics(mode, algorithm):
     assert sim.min() > 0.8, sim
 
 
+class _FakeDeviceArray(np.ndarray):
+    """A NumPy array the sampler takes for a device array (simulator only)."""
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    # Under the simulator "device arrays" are NumPy: a stand-in CuPy module (NumPy plus
+    # asnumpy) lets the CuPy-array path of sweep() run, array ops and all.
+    import types
+
+    from biglda.samplers import _gpu_common
+
+    fake = types.ModuleType("cupy")
+    fake.__getattr__ = lambda name: getattr(np, name)
+    fake.asnumpy = lambda a: np.asarray(a).view(np.ndarray)
+    fake.asarray = lambda a, dtype=None: np.asarray(a, dtype=dtype).view(_FakeDeviceArray)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(_gpu_common, "is_device_array",
+                        lambda a: isinstance(a, _FakeDeviceArray))
+    return fake
+
+
+@pytest.mark.parametrize("mode", [MODES[0]])
+@pytest.mark.parametrize("algorithm", ["cgs", "lightlda"])
+def test_device_array_path_under_the_simulator(mode, algorithm, fake_cupy):
+    _check_device_arrays_in_place(fake_cupy, algorithm, n_docs=10, max_len=8)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not _GPU_OK, reason=f"no GPU: {_GPU_WHY}")
 @pytest.mark.parametrize("algorithm", ["cgs", "lightlda"])
 def test_device_arrays_in_place(algorithm):
-    # A GPU worker passes CuPy arrays: the sweep then works in place, with no transfers.
     import cupy
 
-    tokens, doc_ptr, n_words = _corpus(seed=6, n_docs=200, max_len=60)
-    z = init_z(len(tokens), 16, RandomKey(3, -1))
-    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, 16)
+    _check_device_arrays_in_place(cupy, algorithm, n_docs=200, max_len=60)
+
+
+def _check_device_arrays_in_place(cupy, algorithm, n_docs, max_len):
+    # A GPU worker passes CuPy arrays: the sweep then works in place, with no transfers.
+
+    tokens, doc_ptr, n_words = _corpus(seed=6, n_docs=n_docs, max_len=max_len)
+    n_topics = 6
+    z = init_z(len(tokens), n_topics, RandomKey(3, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
     d = [cupy.asarray(a) for a in (tokens, doc_ptr, z, n_wk, n_k)]
-    before = n_wk.copy()
-    res = _sampler("gpu", algorithm).sweep(d[0], d[1], d[2], d[3], d[4], 0.1, 0.05, n_words,
-                                            RandomKey(3, 1))
-    z_new = cupy.asnumpy(d[2])
-    want_wk, want_k = count_from_z(tokens, doc_ptr, z_new, n_words, 16)
-    np.testing.assert_array_equal(cupy.asnumpy(d[3]), want_wk)
-    np.testing.assert_array_equal(cupy.asnumpy(d[4]), want_k)
-    np.add.at(before, (res.delta_words, res.delta_topics), res.delta_counts)
-    np.testing.assert_array_equal(before, want_wk)
+    sampler = _sampler("gpu", algorithm)
+    for it in (1, 2):
+        before = cupy.asnumpy(d[3]).copy()
+        res = sampler.sweep(*d, 0.1, 0.05, n_words, RandomKey(3, it))
+        z_new = cupy.asnumpy(d[2])
+        assert z_new.dtype == z.dtype
+        want_wk, want_k = count_from_z(tokens, doc_ptr, z_new, n_words, n_topics)
+        np.testing.assert_array_equal(cupy.asnumpy(d[3]), want_wk)
+        np.testing.assert_array_equal(cupy.asnumpy(d[4]), want_k)
+        got = (res.delta_words, res.delta_topics, res.delta_counts, res.delta_k)
+        for a, dtype in zip(got, (np.int32, np.int32, np.int32, np.int64), strict=True):
+            assert type(a) is np.ndarray and a.dtype == dtype  # host arrays, as the contract
+        np.add.at(before, (res.delta_words, res.delta_topics), res.delta_counts)
+        np.testing.assert_array_equal(before, want_wk)
+    with pytest.raises(TypeError, match="device array"):
+        sampler.sweep(tokens, *d[1:], 0.1, 0.05, n_words, RandomKey(3, 3))
