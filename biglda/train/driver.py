@@ -269,6 +269,8 @@ def _record(run_id: str, c: int, cfg: TrainConfig, stats: dict[int, dict], word:
         "eta_s": max(0.0, (cfg.iterations - (c + 1)) * mean_it),
         "ps_overhead": max(0.0, 1.0 - kernel_s / clock_s) if clock_s > 0 else None,
         "kernel_s": kernel_s, "clock_s": clock_s,
+        "kernel_cpu_s": sum(r.get("kernel_cpu_s", 0.0) for r in rows),
+        "process_cpu_s": sum(r.get("process_cpu_s", 0.0) for r in rows),
         "wait_s": sum(r["wait_s"] for r in rows), "pull_s": sum(r["pull_s"] for r in rows),
         "push_s": sum(r["push_s"] for r in rows), "ll_s": sum(r["ll_s"] for r in rows),
         "top_words": None,

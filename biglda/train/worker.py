@@ -114,6 +114,7 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     while running and clock < spec.stop_clock:
         for st in states:
             t0 = time.time()
+            cpu0 = time.process_time()
             if not _wait(spec, st.index, clock):
                 running = False
                 break
@@ -125,9 +126,11 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
                       st.cache.attach(spec.ps_shards, clock - 1, spec.call_timeout))
             st.attached = True
             t_pull = time.time()
+            kcpu0 = time.thread_time()
             res = sampler.sweep(st.cache.tokens, st.doc_ptr, st.z, st.cache.n_wk, st.cache.n_k,
                                 spec.alpha, spec.beta, spec.n_words,
                                 RandomKey(spec.seed, clock, st.index))
+            kernel_cpu = time.thread_time() - kcpu0
             if st.index in spec.slow_shards:  # debug: an artificially slow shard
                 time.sleep(float(spec.slow_shards[st.index]))
             t_sweep = time.time()
@@ -151,6 +154,10 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
                 "checkpoint_s": t_end - t_push, "clock_s": t_end - t0, "t_start": t0,
                 "t_end": t_end, "bytes_pulled": pulled, "bytes_pushed": pushed,
                 "accept_rate": res.accept_rate, "doc_ll": doc_ll, "checkpoint": wrote,
+                # CPU seconds: of the sweep (this thread), of the whole clock (the worker
+                # process: task, actor and comm threads) — rates that do not depend on how busy
+                # the machine's other processes keep the cores
+                "kernel_cpu_s": kernel_cpu, "process_cpu_s": time.process_time() - cpu0,
             }
             call(spec.clock.tick(st.index, done, stats), spec.call_timeout,
                  f"shard {st.index}: clock tick")
