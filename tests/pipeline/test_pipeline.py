@@ -1,0 +1,258 @@
+"""Pipelines: stages run once, rerun exactly when their parameters or inputs change, and
+errors are one line that leaves no record of success.
+
+The oracle for "what reran" is the stage records (``.stages/<stage>.json``: their mtimes
+and the ``finished`` time inside) and a counter file that a script stage appends to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import numpy as np
+import pytest
+
+from biglda import pipeline as pl
+from biglda.cli import main
+from biglda.corpus import Corpus, write_corpus
+
+# A script stage: appends its name to runs.log, writes out.txt from its params.
+SCRIPT = textwrap.dedent("""
+    import argparse, json, os, sys
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--params"); ap.add_argument("--out")
+    a = ap.parse_args()
+    p = json.load(open(a.params))
+    with open(os.path.join(p["run_dir"], "runs.log"), "a") as f:
+        f.write(p["stage"] + "\\n")
+    if p.get("fail"):
+        sys.exit(3)
+    from biglda.corpus import Corpus
+    n = Corpus.open(p["corpus"]).n_docs if "corpus" in p else 0
+    with open(os.path.join(a.out, "out.txt"), "w") as f:
+        f.write(f"{p.get('value')} {n}\\n")
+""")
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _write(path, text: str) -> str:
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+@pytest.fixture
+def chain(tmp_path):
+    """synth -> split -> count (a script reading the training part)."""
+    (tmp_path / "count.py").write_text(SCRIPT)
+    return _write(tmp_path / "chain.toml", """
+        [pipeline]
+        name = "chain"
+        run_dir = "run"
+
+        [stages.synth]
+        n_docs = 60
+        n_words = 40
+        n_topics = 3
+        mean_doc_length = 12
+        seed = 3
+
+        [stages.split]
+        test_fraction = 0.25
+
+        [stages.count]
+        kind = "script"
+        script = "count.py"
+        corpus = "@split.train"
+        value = 1
+        outputs = ["out.txt"]
+    """)
+
+
+def _records(p: pl.Pipeline) -> dict[str, float]:
+    out = {}
+    for st in p.stages:
+        with open(p.record_path(st)) as f:
+            out[st.name] = json.load(f)["finished"]
+    return out
+
+
+def _runs(p: pl.Pipeline) -> list[str]:
+    with open(os.path.join(p.run_dir, "runs.log")) as f:
+        return f.read().split()
+
+
+def test_second_run_skips_and_changes_rerun_downstream_only(chain):
+    p = pl.load_pipeline(chain)
+    first = pl.run_pipeline(p)
+    assert [r.status for r in first] == ["ran"] * 3
+    rec1 = _records(p)
+    mtimes = {s.name: os.stat(p.record_path(s)).st_mtime_ns for s in p.stages}
+
+    second = pl.run_pipeline(pl.load_pipeline(chain))
+    assert [r.status for r in second] == ["skipped"] * 3
+    assert _records(p) == rec1
+    assert {s.name: os.stat(p.record_path(s)).st_mtime_ns for s in p.stages} == mtimes
+    assert _runs(p) == ["count"]
+
+    # A parameter of the last stage: only that stage.
+    p2 = pl.load_pipeline(chain, overrides=["count.value=2"])
+    assert [r.status for r in pl.run_pipeline(p2)] == ["skipped", "skipped", "ran"]
+    assert _read(p.artifact("count", "out")).split()[0] == "2"
+
+    # A parameter in the middle: that stage and the ones reading its outputs, not upstream.
+    p3 = pl.load_pipeline(chain, overrides=["count.value=2", "split.test_fraction=0.5"])
+    assert [s.name for s, ok, _ in pl.plan(p3) if not ok] == ["split", "count"]
+    assert [r.status for r in pl.run_pipeline(p3)] == ["skipped", "ran", "ran"]
+    rec3 = _records(p3)
+    assert rec3["synth"] == rec1["synth"]
+    assert Corpus.open(p3.artifact("split", "test")).n_docs > 20  # half of 60, not a quarter
+    assert _runs(p) == ["count", "count", "count"]
+
+    # --force reruns everything; an output deleted or edited by hand reruns its stage.
+    assert [r.status for r in pl.run_pipeline(p3, force=True)] == ["ran"] * 3
+    os.remove(p3.artifact("count", "out"))
+    assert [r.status for r in pl.run_pipeline(p3)] == ["skipped", "skipped", "ran"]
+    with open(p3.artifact("count", "out"), "a") as f:
+        f.write("edited\n")
+    assert pl.stage_state(p3, p3.stages[2]) == (False, "output out.txt changed since it was "
+                                                       "written")
+    assert [r.status for r in pl.run_pipeline(p3)] == ["skipped", "skipped", "ran"]
+
+
+def test_stage_selection_runs_what_it_needs(chain):
+    p = pl.load_pipeline(chain)
+    res = pl.run_pipeline(p, stages=["split"])
+    assert [(r.name, r.status) for r in res] == [("synth", "ran"), ("split", "ran")]
+    assert not os.path.exists(p.record_path("count"))
+    with pytest.raises(pl.PipelineError, match="no stage named 'nope'"):
+        pl.run_pipeline(p, stages=["nope"])
+
+
+def test_failing_stage_leaves_no_record(chain):
+    p = pl.load_pipeline(chain)
+    pl.run_pipeline(p)
+    assert os.path.exists(p.record_path("count"))
+    bad = pl.load_pipeline(chain, overrides=["count.fail=true"])
+    with pytest.raises(pl.PipelineError, match=r"stage 'count' \(script\) failed: .*status 3"):
+        pl.run_pipeline(bad)
+    assert not os.path.exists(p.record_path("count"))  # the old success is gone too
+    assert os.path.exists(p.record_path("split"))
+    # An API stage failing with a user error: same, and the next good run redoes it.
+    bad = pl.load_pipeline(chain, overrides=["split.test_fraction=1.5"])
+    with pytest.raises(pl.PipelineError, match="test_fraction must lie in"):
+        pl.run_pipeline(bad)
+    assert not os.path.exists(p.record_path("split"))
+    res = pl.run_pipeline(pl.load_pipeline(chain))
+    assert [r.status for r in res] == ["skipped", "ran", "ran"]
+
+
+def test_split_is_a_seeded_partition(tmp_path):
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 6, size=50)
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)])
+    tokens = rng.integers(0, 12, size=doc_ptr[-1]).astype(np.int32)
+    vocab = [f"w{i}" for i in range(12)]
+    src = str(tmp_path / "c.zarr")
+    write_corpus(src, tokens, doc_ptr, vocab, doc_ids=[f"d{i}" for i in range(50)])
+    c = Corpus.open(src)
+    words = {str(c.doc_ids[i]): c.words(i) for i in range(c.n_docs)}
+    pl.split_corpus(src, str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr"), 0.3, seed=5)
+    tr, te = Corpus.open(str(tmp_path / "a.zarr")), Corpus.open(str(tmp_path / "b.zarr"))
+    expect_test = np.random.default_rng(5).random(50) < 0.3  # the documented rule
+    assert sorted(map(str, te.doc_ids)) == sorted(str(c.doc_ids[i])
+                                                  for i in np.flatnonzero(expect_test))
+    assert tr.n_docs + te.n_docs == 50
+    for part in (tr, te):
+        for i in range(part.n_docs):
+            assert part.words(i) == words[str(part.doc_ids[i])]
+
+
+def test_topic_recovery_oracle():
+    rng = np.random.default_rng(1)
+    truth = rng.dirichlet(np.full(30, 0.1), size=4)
+    vocab = np.array([f"w{i}" for i in range(30)])
+    perm, wperm = rng.permutation(4), rng.permutation(30)
+    learned = truth[perm][:, wperm]  # same topics, other order, other word ids
+    rec = pl.topic_recovery(learned, vocab[wperm], truth, vocab)
+    assert rec["mean_cosine"] == pytest.approx(1.0)
+    assert rec["share_above_0.9"] == 1.0
+    assert rec["random_mean_cosine"] < 0.9
+
+
+@pytest.mark.parametrize("text, needle", [
+    (None, "no such pipeline file"),
+    ("[stages.a\n", "invalid TOML"),
+    ("[pipeline]\nname = 'x'\n", "no stages"),
+    ("[stages.a]\nkind = 'bake'\n", "unknown kind 'bake'"),
+    ("[stages.train]\nn_topics = 3\n", "needs 'corpus'"),
+    ("[stages.train]\ncorpus = '@later'\nn_topics = 3\n[stages.later]\nkind = 'synth'\n",
+     "'later' is declared later"),
+    ("[stages.s]\nkind = 'synth'\n[stages.train]\ncorpus = '@s.model'\nn_topics = 3\n",
+     "has no output 'model'"),
+    ("[stages.synth]\nn_docs = 5\ncolour = 'red'\n", "unknown parameter(s) colour"),
+])
+def test_bad_pipeline_is_one_line(tmp_path, capsys, text, needle):
+    path = tmp_path / "p.toml"
+    if text is not None:
+        path.write_text(text)
+    code = main(["pipeline", "run", str(path)])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.count("\n") == 1 and err.startswith("biglda: error: ") and needle in err
+    rec = tmp_path / "runs" / "p" / ".stages"
+    assert not rec.exists() or not any(rec.iterdir())
+
+
+def test_cli_run_show_list(chain, capsys):
+    assert main(["pipeline", "run", chain, "--set", "count.value=7"]) == 0
+    out = capsys.readouterr().out
+    assert "[synth] running synth (never ran)" in out and "3 stages run, 0 up to date" in out
+    assert main(["pipeline", "run", chain, "--set", "count.value=7"]) == 0
+    assert "0 stages run, 3 up to date" in capsys.readouterr().out
+    assert main(["pipeline", "show", chain]) == 0
+    out = capsys.readouterr().out
+    assert "synth (synth) [done]" in out and "count (script) [to run: parameters" in out
+    assert main(["pipeline", "list", os.path.dirname(chain)]) == 0
+    assert "chain.toml" in capsys.readouterr().out
+    assert main(["pipeline", "run", chain, "--set", "nope"]) != 0
+    assert "expected STAGE.KEY=VALUE" in capsys.readouterr().err
+
+
+def test_train_evaluate_report_on_a_synthetic_corpus(tmp_path, capsys):
+    """The real train stage once: recovery of the true topics, then a full skip."""
+    toml = _write(tmp_path / "t.toml", """
+        [stages.synth]
+        n_docs = 200
+        n_words = 60
+        n_topics = 3
+        mean_doc_length = 30
+        beta = 0.05
+        seed = 2
+
+        [stages.split]
+        test_fraction = 0.2
+
+        [stages.train]
+        n_topics = 3
+        iterations = 30
+        workers = 1
+        checkpoint_every = 0
+
+        [stages.evaluate]
+        truth = "@synth"
+    """)
+    assert main(["pipeline", "run", toml]) == 0
+    p = pl.load_pipeline(toml)
+    ev = json.loads(_read(p.artifact("evaluate")))
+    assert ev["recovery"]["mean_cosine"] > 0.9 > ev["recovery"]["random_mean_cosine"]
+    assert ev["heldout_loglik_per_token"] < 0 and -1 <= ev["npmi"] <= 1
+    assert len(_read(p.artifact("train", "metrics")).splitlines()) >= 30
+    capsys.readouterr()
+    assert main(["pipeline", "run", toml]) == 0
+    assert "0 stages run, 4 up to date" in capsys.readouterr().out
