@@ -94,6 +94,9 @@ def main() -> None:
     a, b = rows
     print(f"ratios {b[0]}/{a[0]}: words {b[3] / a[3]:.1f}x, wall {b[5] / a[5]:.1f}x, "
           f"CPU {b[7] / a[7]:.1f}x, peak RSS {b[9] / a[9]:.2f}x (flat means within 1.20x)")
+    if args.jobs and args.jobs > 1:
+        print("note: with --jobs > 1 the tokenizing workers are children of a forkserver, "
+              "so CPU s and peak RSS cover the main process only")
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
 
