@@ -322,10 +322,13 @@ def _kept_lengths(tokens_keep: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def _resolve_jobs(jobs: int | None, sources: list[Source]) -> int:
     """Tokenizing processes: ``jobs`` if given, else 1 on small inputs or <= 2 cores.
 
-    Measured on the 2-core (shared) development machine, 10x debian input: 1 process
-    1.35 M words/s, 2 processes 0.73 M words/s -- the main process (reading, merging
-    block vocabularies, spilling) and pickling compete for the same two cores. With
-    more cores the workers pay; keep one core for the main process.
+    Measured on the 2-core development machine shared with other jobs (10x debian):
+    at load ~3, 2 workers were slower than 1 process (0.73 vs 1.35 M words/s: the
+    main process -- reading, merging block vocabularies, spilling -- and the workers
+    compete for the same two cores); at load ~11, 2 workers gave 0.91 vs 0.71 M
+    words/s only by taking a larger share of a saturated machine. So the default
+    stays 1 process on <= 2 cores; with more cores the workers pay, and one core is
+    kept for the main process.
     """
     if jobs is not None:
         if jobs < 1:
