@@ -31,13 +31,17 @@ from biglda.samplers.rng import _next_float, _next_int
 
 
 @njit(nogil=True, cache=True)
-def _word_tables(occ, n_wk, coef):
-    """Sparse per-word alias tables over ``n_wk[w, k] * coef[k]`` (non-zeros only).
+def _word_tables(word_ptr, by_word, z, n_wk, coef):
+    """Sparse per-word alias tables over ``(n_wk[w, k] - own[w, k]) * coef[k]`` (non-zeros).
 
-    Returns ``(start int64[V+1], mass float64[V], topic int32[M], thr uint32[M],
-    alias int32[M], prob float64[M])``; words with ``occ[w] == 0`` get empty tables.
+    ``own`` are the counts of the tokens ``by_word[word_ptr[w]:word_ptr[w + 1]]`` (topics
+    from ``z``), the swept half's tokens grouped by word: subtracting them here reads the
+    dense rows sequentially instead of updating ``n_wk`` at random. Words without tokens
+    there get empty tables. Returns ``(start int64[V+1], mass float64[V], topic int32[M],
+    thr uint32[M], alias int32[M], prob float64[M])``.
     """
     n_rows, n_topics = n_wk.shape
+    own = np.zeros(n_topics, dtype=np.int32)
     start = np.zeros(n_rows + 1, dtype=np.int64)
     # one pass over the dense rows (they dominate at large K), into growing buffers
     cap = 1024
@@ -47,8 +51,10 @@ def _word_tables(occ, n_wk, coef):
     p = 0
     for w in range(n_rows):
         start[w] = p
-        if occ[w] == 0:
+        if word_ptr[w + 1] == word_ptr[w]:
             continue
+        for j in range(word_ptr[w], word_ptr[w + 1]):
+            own[z[by_word[j]]] += 1
         if p + n_topics > cap:
             cap = 2 * cap + n_topics
             t2 = np.empty(cap, dtype=np.int32)
@@ -59,13 +65,15 @@ def _word_tables(occ, n_wk, coef):
             weight = w2
         total = 0.0
         for k in range(n_topics):
-            c = n_wk[w, k]
+            c = n_wk[w, k] - own[k]
             if c != 0:
                 topic[p] = k
                 weight[p] = c * coef[k]
                 total += weight[p]
                 p += 1
         mass[w] = total
+        for j in range(word_ptr[w], word_ptr[w + 1]):
+            own[z[by_word[j]]] = 0
     start[n_rows] = p
     m = p
     topic = topic[:m].copy()
@@ -99,15 +107,6 @@ def _sparse_prob(start, topic, prob, w, k, n_topics):
         else:
             return prob[mid]
     return 0.0
-
-
-@njit(nogil=True, cache=True)
-def _move_half(tokens, doc_ptr, z, n_wk, n_k, half, sign):
-    """Add ``sign`` times the counts of the documents ``d % 2 == half`` to ``n_wk``/``n_k``."""
-    for d in range(half, doc_ptr.shape[0] - 1, 2):
-        for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            n_wk[tokens[i], z[i]] += sign
-            n_k[z[i]] += sign
 
 
 @njit(nogil=True, cache=True)
@@ -157,24 +156,34 @@ def _lightlda_half(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, s
     n_rows = n_wk.shape[0]
     v_beta = n_words * beta
     # --- tables from the counts without this half (fixed while this half is swept) ---
-    _move_half(tokens, doc_ptr, z, n_wk, n_k, half, -1)
+    word_ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    n_k_other = n_k.copy()
+    for d in range(half, doc_ptr.shape[0] - 1, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            word_ptr[tokens[i] + 1] += 1
+            n_k_other[z[i]] -= 1
+    for w in range(n_rows):
+        word_ptr[w + 1] += word_ptr[w]
+    fill = word_ptr[:-1].copy()
+    by_word = np.empty(word_ptr[n_rows], dtype=np.int64)
+    for d in range(half, doc_ptr.shape[0] - 1, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            w = tokens[i]
+            by_word[fill[w]] = i
+            fill[w] += 1
     coef = np.empty(n_topics, dtype=np.float64)
     beta_w = np.empty(n_topics, dtype=np.float64)
     b_mass = 0.0
     for k in range(n_topics):
-        coef[k] = 1.0 / (n_k[k] + v_beta)
+        coef[k] = 1.0 / (n_k_other[k] + v_beta)
         beta_w[k] = beta * coef[k]
         b_mass += beta_w[k]
     b_thr = np.empty(n_topics, dtype=np.uint32)
     b_alias = np.empty(n_topics, dtype=np.int32)
     b_prob = np.empty(n_topics, dtype=np.float64)
     _build_alias(beta_w, 0, n_topics, b_thr, b_alias, b_prob, small, large)
-    occ = np.zeros(n_rows, dtype=np.int64)
-    for d in range(half, doc_ptr.shape[0] - 1, 2):
-        for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            occ[tokens[i]] += 1
-    w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _word_tables(occ, n_wk, coef)
-    _move_half(tokens, doc_ptr, z, n_wk, n_k, half, 1)
+    w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _word_tables(word_ptr, by_word, z, n_wk,
+                                                                    coef)
     for k in range(n_topics):  # from here on: current counts
         coef[k] = 1.0 / (n_k[k] + v_beta)
 
