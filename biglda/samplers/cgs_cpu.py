@@ -180,18 +180,48 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
             # --- word bucket over the word's non-zero topics, with s counted once less ---
             base = w_start[w]
             n_w = w_len[w]
-            q_mass = 0.0
+            # Four accumulators: one serial chain of float adds would bound this loop by
+            # the add latency (it is the hot loop at small K and in early sweeps).
             pos_s = 0
-            for j in range(n_w):
-                e = packed[base + j]
-                topic = e & mask
-                c = e >> bits
-                if topic == s:
-                    c -= 1
-                    pos_s = j
-                score = c * qc[topic]
-                q_score[j] = score
-                q_mass += score
+            q0 = 0.0
+            q1 = 0.0
+            q2 = 0.0
+            q3 = 0.0
+            j = 0
+            while j + 4 <= n_w:
+                e0 = packed[base + j]
+                e1 = packed[base + j + 1]
+                e2 = packed[base + j + 2]
+                e3 = packed[base + j + 3]
+                v0 = (e0 >> bits) * qc[e0 & mask]
+                v1 = (e1 >> bits) * qc[e1 & mask]
+                v2 = (e2 >> bits) * qc[e2 & mask]
+                v3 = (e3 >> bits) * qc[e3 & mask]
+                q_score[j] = v0
+                q_score[j + 1] = v1
+                q_score[j + 2] = v2
+                q_score[j + 3] = v3
+                q0 += v0
+                q1 += v1
+                q2 += v2
+                q3 += v3
+                pos_s = j if (e0 & mask) == s else pos_s
+                pos_s = j + 1 if (e1 & mask) == s else pos_s
+                pos_s = j + 2 if (e2 & mask) == s else pos_s
+                pos_s = j + 3 if (e3 & mask) == s else pos_s
+                j += 4
+            while j < n_w:
+                e0 = packed[base + j]
+                v0 = (e0 >> bits) * qc[e0 & mask]
+                q_score[j] = v0
+                q0 += v0
+                pos_s = j if (e0 & mask) == s else pos_s
+                j += 1
+            q_mass = (q0 + q1) + (q2 + q3)
+            # token i itself: s counts once less (exactly 0 when it was its only count)
+            c_s = (packed[base + pos_s] >> bits) - 1
+            q_mass += c_s * qc[s] - q_score[pos_s]
+            q_score[pos_s] = c_s * qc[s]
 
             state, u = _next_float(state)
             u *= s_mass + r_mass + q_mass
