@@ -97,16 +97,16 @@ def _sparse_prob(start, topic, prob, w, k, n_topics):
     hi = start[w + 1]
     if hi - lo == n_topics:  # a full row: entry k is topic k
         return prob[lo + k]
-    while lo < hi:  # binary search: topics are ascending
-        mid = (lo + hi) >> 1
-        tm = topic[mid]
-        if tm < k:
-            lo = mid + 1
-        elif tm > k:
-            hi = mid
-        else:
-            return prob[mid]
-    return 0.0
+    n = hi - lo
+    if n == 0:
+        return 0.0
+    # branch-free binary search (topics ascending): the comparisons are unpredictable, so
+    # conditional moves beat branches
+    while n > 1:
+        h = n >> 1
+        lo = lo + h if topic[lo + h] <= k else lo
+        n -= h
+    return prob[lo] if topic[lo] == k else 0.0
 
 
 @njit(nogil=True, cache=True)
