@@ -80,7 +80,11 @@ def _word_lists(tokens, n_wk, bits):
     start = np.zeros(n_rows + 1, dtype=np.int64)
     length = np.zeros(n_rows, dtype=np.int64)
     # one pass over the dense rows (they dominate at large K), into a growing buffer
-    packed = np.empty(max(16, 2 * tokens.shape[0]), dtype=np.int64)
+    n_used = 0
+    for w in range(n_rows):
+        if occ[w] > 0:
+            n_used += 1
+    packed = np.empty(max(16, min(n_used * n_topics, 2 * tokens.shape[0])), dtype=np.int64)
     p = 0
     for w in range(n_rows):
         start[w] = p
