@@ -230,17 +230,19 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
             state, u = _next_float(state)
             u *= s_mass + r_mass + q_mass
             t = -1
+            pos_t = -1  # t's place in the word list when it came from the word bucket
             if u < q_mass:
                 for j in range(n_w):
                     u -= q_score[j]
                     if u <= 0.0 and q_score[j] > 0.0:
-                        t = packed[base + j] & mask
+                        pos_t = j
                         break
-                if t < 0:  # rounding: the last entry with mass
+                if pos_t < 0:  # rounding: the last entry with mass
                     for j in range(n_w - 1, -1, -1):
                         if q_score[j] > 0.0:
-                            t = packed[base + j] & mask
+                            pos_t = j
                             break
+                t = packed[base + pos_t] & mask
             elif u < q_mass + r_mass:
                 u -= q_mass
                 for j in range(n_d):
@@ -270,15 +272,22 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
                     for jj in range(j, n_w - 1):
                         packed[base + jj] = packed[base + jj + 1]
                     n_w -= 1
+                    if pos_t > pos_s:
+                        pos_t -= 1
                 else:
                     while j + 1 < n_w and packed[base + j + 1] > val:
                         packed[base + j] = packed[base + j + 1]
                         j += 1
                     packed[base + j] = val
+                    if pos_s < pos_t <= j:  # the entries s passed moved up by one
+                        pos_t -= 1
                 # increment t (append if new); it moves towards the front
-                j = 0
-                while j < n_w and (packed[base + j] & mask) != t:
-                    j += 1
+                if pos_t >= 0:
+                    j = pos_t
+                else:
+                    j = 0
+                    while j < n_w and (packed[base + j] & mask) != t:
+                        j += 1
                 if j == n_w:
                     val = (np.int64(1) << bits) | t
                     n_w += 1
