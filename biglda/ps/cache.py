@@ -64,6 +64,12 @@ class ShardCache:
         n_parts = len(self.bounds) - 1
         if n_parts == 1:
             return [(self.vocab[words], *arrays)]
+        if len(words) < 2 or bool(np.all(words[1:] >= words[:-1])):
+            # sweep deltas come sorted by word: each table shard's part is a slice
+            cuts = np.searchsorted(words, self.split)
+            return [(self.vocab[words[cuts[a]:cuts[a + 1]]], *(x[cuts[a]:cuts[a + 1]]
+                                                               for x in arrays))
+                    for a in range(n_parts)]
         part = np.searchsorted(self.split, words, side="right") - 1
         order = np.argsort(part, kind="stable")
         cuts = np.searchsorted(part[order], np.arange(n_parts + 1))

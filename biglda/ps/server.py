@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from biglda.errors import ConfigError
-from biglda.ps._kernels import add_coo, apply_delta_ll, merge_coo
+from biglda.ps._kernels import add_coo, apply_delta_ll, lgamma_table, merge_coo
 
 NEVER = -(2**62)  # "no clock yet"
 
@@ -75,6 +75,7 @@ class PSShard:
         self.n_wk = np.zeros((self.row_stop - self.row_start, self.n_topics), dtype=np.int32)
         self.n_k = np.zeros(self.n_topics, dtype=np.int64)
         self.row_ll = 0.0  # Σ over entries of lgamma(n + β) − lgamma(β)
+        self._lg = lgamma_table(self.beta)
         self.applied = np.full(self.n_shards, NEVER, dtype=np.int64)  # last clock per shard
         # log entries: (writer shard, clock, rows (local), topics, counts, dk)
         self._log: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -107,8 +108,8 @@ class PSShard:
                              f"[{self.row_start}, {self.row_stop})")
         topics = np.asarray(topics)
         counts = np.asarray(counts, dtype=np.int32)
-        self.row_ll += apply_delta_ll(self.n_wk, rows, topics, counts, self.beta)
-        dk = np.bincount(topics, weights=counts, minlength=self.n_topics).astype(np.int64)
+        dk = np.zeros(self.n_topics, dtype=np.int64)
+        self.row_ll += apply_delta_ll(self.n_wk, rows, topics, counts, self.beta, self._lg, dk)
         self.n_k += dk
         self.applied[shard] = clock
         self.n_pushes += 1
@@ -180,8 +181,9 @@ class PSShard:
                 dk += part_dk
                 received[writer] = max(received[writer], clock)
             keep = mask[rows]
-            rows, topics, counts = merge_coo(rows[keep], topics[keep], counts[keep],
-                                             self.n_topics)
+            rows, topics, counts = rows[keep], topics[keep], counts[keep]
+            if len(parts) > 1:  # one push already has unique (word, topic) pairs
+                rows, topics, counts = merge_coo(rows, topics, counts, self.n_topics)
         else:
             rows = topics = counts = np.zeros(0, dtype=np.int32)
         self._trim()
