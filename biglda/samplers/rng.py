@@ -32,7 +32,7 @@ class RandomKey:
 
     Examples
     --------
-    >>> RandomKey(0, 1, 2).state() != RandomKey(0, 2, 1).state()
+    >>> bool(RandomKey(0, 1, 2).state() != RandomKey(0, 2, 1).state())
     True
     """
 
