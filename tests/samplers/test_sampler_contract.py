@@ -124,3 +124,17 @@ def test_bad_arguments_are_refused(sampler, mutate, err):
     mutate(args)
     with pytest.raises(ConfigError if err == "ConfigError" else err):
         sampler.sweep(**args)
+
+
+def test_fit_local_history_and_callback(tiny_docs):
+    tokens, doc_ptr, n_words, n_topics = tiny_docs
+    seen = []
+    fit = fit_local(tokens, doc_ptr, n_words, n_topics, "lightlda", iterations=4, alpha=0.5,
+                    beta=0.1, seed=1, callback=seen.append, loglik_every=2)
+    assert [r["iteration"] for r in seen] == [1, 2, 3, 4]
+    assert seen == fit.history
+    assert ["ll_per_token" in r for r in seen] == [False, True, False, True]
+    assert all(0 < r["accept_rate"] <= 1 for r in seen)
+    want_wk, want_k = count_from_z(tokens, doc_ptr, fit.z, n_words, n_topics)
+    np.testing.assert_array_equal(fit.n_wk, want_wk)
+    np.testing.assert_array_equal(fit.n_k, want_k)
