@@ -490,7 +490,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         "umass": umass.mean,
         "diversity": model.diversity(25),
     }
-    model.record_evaluation(results)
+    try:
+        model.record_evaluation(results)
+    except BigLDAError as exc:  # the scores are still worth printing
+        log.warning("%s", exc)
     if args.json:
         print(json.dumps({**results, "npmi_per_topic": npmi.to_dict()["per_topic"]}, indent=1))
         return 0

@@ -170,7 +170,12 @@ class TopicModel:
         if self.url is not None:
             import zarr
 
-            zarr.open_group(self.url, mode="r+").attrs["evaluation"] = evaluation
+            try:
+                zarr.open_group(self.url, mode="r+").attrs["evaluation"] = evaluation
+            except (OSError, ValueError) as exc:  # read-only store or file system
+                raise BigLDAError(f"cannot store the evaluation in {self.url}: "
+                                  f"{getattr(exc, 'strerror', None) or type(exc).__name__}"
+                                  ) from None
 
     # ------------------------------------------------------------------ basic attributes
 

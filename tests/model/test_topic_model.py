@@ -109,3 +109,19 @@ def test_summary_and_repr(small_model):
     text = small_model.summary()
     assert "TopicModel(n_topics=3" in repr(small_model)
     assert "topic   0" in text and "apple" in text and "alpha: asymmetric" in text
+
+
+def test_record_evaluation_writes_the_store_or_says_why(small_model, tmp_path, monkeypatch):
+    url = str(tmp_path / "ev.zarr")
+    small_model.save(url)
+    m = biglda.load(url)
+    m.record_evaluation({"perplexity": 12.5})
+    assert biglda.load(url).attrs["evaluation"] == {"perplexity": 12.5}
+
+    def read_only(*a, **k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(zarr, "open_group", read_only)
+    with pytest.raises(BigLDAError, match="cannot store the evaluation.*Permission denied"):
+        m.record_evaluation({"npmi": 0.1})
+    assert m.attrs["evaluation"] == {"perplexity": 12.5, "npmi": 0.1}  # kept in memory
