@@ -21,25 +21,26 @@ and Zarr v3 has no irregular chunk grid, so a shard cannot be made of whole chun
 without padding ``tokens`` (which would break the simple ``doc_ptr`` semantics).
 The design instead is:
 
-* every shard boundary is the document boundary *nearest to a chunk boundary*
-  (when the corpus has at least as many chunks as shards), so each shard reads its
-  own chunks plus at most part of a document in each neighbouring chunk. Reads of a
-  shared chunk are harmless: the corpus is immutable after ingest.
+* a shard boundary is the document boundary *nearest to a chunk boundary*, so each
+  shard reads its own chunks plus at most part of a document in each neighbouring
+  chunk. Reads of a shared chunk are harmless: the corpus is immutable after ingest.
+* balance comes first, though (with BSP every clock waits for the slowest shard):
+  a boundary moves to the chunk boundary nearest its balanced position only when
+  that is within ``tolerance`` (default 5%) of a shard's ideal token count;
+  otherwise it is the document boundary nearest to the balanced position. Corpora
+  with >= 10 chunks per shard are therefore fully chunk-aligned; small corpora
+  (one chunk, like the demo) are simply balanced.
 * nothing ever writes into ``tokens``. Per-token training state (the topic
   assignments ``z``) is checkpointed **per shard** (one array per shard, chunked on
   its own), so no two writers ever share a chunk, whatever the boundaries.
-* when the corpus has fewer chunks than shards are asked for (small corpora, one
-  chunk), boundaries fall at the document boundaries nearest to equal token
-  counts: sharing a chunk then only means sharing reads.
 
-A shard's token count differs from ``n_tokens / n_shards`` by at most one chunk plus
-one document (aligned case) or one document (small-corpus case).
+A shard's token count differs from ``n_tokens / n_shards`` by at most
+``2 * tolerance * n_tokens / n_shards`` plus one document.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -98,12 +99,23 @@ class Shard:
         return self.token_stop - self.token_start
 
 
-def plan_shard_bounds(doc_ptr: np.ndarray, n_shards: int, chunk_tokens: int) -> np.ndarray:
+def _nearest_boundary(doc_ptr: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Index of the document boundary nearest to each target token offset."""
+    n_docs = len(doc_ptr) - 1
+    right = np.clip(np.searchsorted(doc_ptr, targets, side="left"), 1, n_docs)
+    left = right - 1
+    return np.where((targets - doc_ptr[left]) <= (doc_ptr[right] - targets), left, right)
+
+
+def plan_shard_bounds(doc_ptr: np.ndarray, n_shards: int, chunk_tokens: int,
+                      tolerance: float = 0.05) -> np.ndarray:
     """Document indices where shards start, plus ``n_docs`` at the end (see module doc).
 
     Returns int64 ``[n + 1]`` strictly increasing from 0 to ``n_docs``, with
     ``n <= n_shards`` (fewer when there are too few documents, or documents longer
-    than a shard, to make ``n_shards`` non-empty shards).
+    than a shard, to make ``n_shards`` non-empty shards). A boundary snaps to a
+    chunk boundary when that moves it by at most ``tolerance`` of a shard's ideal
+    token count.
 
     Examples
     --------
@@ -118,20 +130,11 @@ def plan_shard_bounds(doc_ptr: np.ndarray, n_shards: int, chunk_tokens: int) -> 
     n = min(n_shards, n_docs)
     if n <= 1:
         return np.array([0, n_docs] if n_docs else [0], dtype=np.int64)
-    n_chunks = max(1, math.ceil(n_tokens / chunk_tokens))
-    j = np.arange(1, n, dtype=np.float64)
-    if n_chunks >= n:
-        # Whole chunks per shard, spread evenly; distinct because n_chunks / n >= 1.
-        targets = np.minimum(np.round(j * n_chunks / n) * chunk_tokens, n_tokens)
-    else:
-        targets = j * n_tokens / n
-    # Nearest document boundary to each target token offset.
-    right = np.clip(np.searchsorted(doc_ptr, targets, side="left"), 1, n_docs)
-    left = right - 1
-    pick_left = (targets - doc_ptr[left]) <= (doc_ptr[right] - targets)
-    cuts = np.where(pick_left, left, right)
-    bounds = np.unique(np.concatenate([[0], cuts, [n_docs]]).astype(np.int64))
-    return bounds
+    balanced = np.arange(1, n, dtype=np.float64) * n_tokens / n
+    snapped = np.minimum(np.round(balanced / chunk_tokens) * chunk_tokens, n_tokens)
+    near = np.abs(snapped - balanced) <= tolerance * n_tokens / n
+    cuts = _nearest_boundary(doc_ptr, np.where(near, snapped, balanced))
+    return np.unique(np.concatenate([[0], cuts, [n_docs]]).astype(np.int64))
 
 
 def _open_group(url: str) -> zarr.Group:
@@ -307,12 +310,14 @@ class Corpus:
         return [str(w) for w in self.vocab[self.doc(i)]]
 
     # ---------------------------------------------------------------- shards
-    def plan_shards(self, n_shards: int) -> list[Shard]:
+    def plan_shards(self, n_shards: int, tolerance: float = 0.05) -> list[Shard]:
         """Split the documents into at most ``n_shards`` contiguous shards of about equal tokens.
 
         Boundaries fall at the document boundaries nearest to chunk boundaries of
-        ``tokens`` (see the module docstring); every shard is non-empty, shards are
-        in document order and cover every document exactly once.
+        ``tokens`` when that keeps each boundary within ``tolerance`` of a shard's
+        ideal size, else nearest to the balanced position (see the module
+        docstring); every shard is non-empty, shards are in document order and
+        cover every document exactly once.
 
         Examples
         --------
@@ -320,7 +325,7 @@ class Corpus:
         >>> [(s.doc_start, s.doc_stop) for s in c.plan_shards(2)]
         [(0, 1), (1, 2)]
         """
-        bounds = plan_shard_bounds(self.doc_ptr, n_shards, self.chunk_tokens)
+        bounds = plan_shard_bounds(self.doc_ptr, n_shards, self.chunk_tokens, tolerance)
         return [
             Shard(i, int(a), int(b), int(self.doc_ptr[a]), int(self.doc_ptr[b]))
             for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
