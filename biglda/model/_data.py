@@ -3,7 +3,9 @@
 Every input ends up as ``Docs``: ``tokens`` int32 ids into the *model's* vocabulary,
 ``doc_ptr`` int64[D+1], plus how many input tokens were dropped because the model does
 not know their word. Unknown words are dropped before anything else happens (fold-in,
-the even/odd split of document completion), and counted.
+the even/odd split of document completion), and counted. A stored corpus becomes
+``CorpusDocs`` instead: the word map is built up front, and each batch is read from the
+store and mapped where it is processed (bounded memory; on Dask, on the worker).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class Docs:
     def n_tokens(self) -> int:
         return int(self.doc_ptr[-1])
 
+    id_map = None  # already in model ids
+
     def slice(self, start: int, stop: int) -> Docs:
         a, b = int(self.doc_ptr[start]), int(self.doc_ptr[stop])
         return Docs(self.tokens[a:b], self.doc_ptr[start:stop + 1] - a, 0,
@@ -41,14 +45,66 @@ class Docs:
 
     def batches(self, batch_tokens: int) -> Iterator[tuple[int, int]]:
         """Document ranges ``(start, stop)`` of about ``batch_tokens`` tokens each."""
-        n = self.n_docs
-        start = 0
-        while start < n:
-            target = self.doc_ptr[start] + max(1, batch_tokens)
-            stop = int(np.searchsorted(self.doc_ptr, target, side="left"))
-            stop = min(max(stop, start + 1), n)
-            yield start, stop
-            start = stop
+        return _batches(self.doc_ptr, batch_tokens)
+
+    def part(self, start: int, stop: int) -> Docs:
+        """Documents ``start:stop``, ready to send to a task (see :meth:`load`)."""
+        return self.slice(start, stop)
+
+    def load(self, id_map: np.ndarray | None = None) -> Docs:
+        return self
+
+
+def _batches(doc_ptr: np.ndarray, batch_tokens: int) -> Iterator[tuple[int, int]]:
+    n = len(doc_ptr) - 1
+    start = 0
+    while start < n:
+        target = doc_ptr[start] + max(1, batch_tokens)
+        stop = int(np.searchsorted(doc_ptr, target, side="left"))
+        stop = min(max(stop, start + 1), n)
+        yield start, stop
+        start = stop
+
+
+@dataclass
+class CorpusPart:
+    """A token range of a stored corpus; a task reads it and maps it to model ids."""
+
+    corpus: Any  # a Corpus (pickles by URL: a Dask worker re-opens the store)
+    token_start: int
+    token_stop: int
+    doc_ptr: np.ndarray  # int64, local offsets of the part's documents
+
+    def load(self, id_map: np.ndarray) -> Docs:
+        tokens = self.corpus.read_tokens(self.token_start, self.token_stop)
+        return remap(tokens, self.doc_ptr, id_map)
+
+
+@dataclass
+class CorpusDocs:
+    """A stored corpus read batch by batch, so memory is bounded by a batch; on Dask
+    each worker reads its own batches from the store (``memory://`` stores excepted)."""
+
+    corpus: Any
+    doc_ptr: np.ndarray  # int64[D+1], offsets in the corpus (unknown words included)
+    id_map: np.ndarray  # int64[V_corpus]: model id of each corpus word, -1 if unknown
+    doc_ids: np.ndarray | None = None
+    n_unknown: int = 0  # counted per batch by the readers
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_ptr) - 1
+
+    @property
+    def url(self) -> str:
+        return str(self.corpus.url)
+
+    def batches(self, batch_tokens: int) -> Iterator[tuple[int, int]]:
+        return _batches(self.doc_ptr, batch_tokens)
+
+    def part(self, start: int, stop: int) -> CorpusPart:
+        a, b = int(self.doc_ptr[start]), int(self.doc_ptr[stop])
+        return CorpusPart(self.corpus, a, b, self.doc_ptr[start:stop + 1] - a)
 
 
 def str_array(values: Any) -> np.ndarray:
@@ -126,12 +182,18 @@ def corpus_arrays(source: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return tokens, doc_ptr, str_array(corpus.vocab), str_array(corpus.doc_ids)
 
 
-def docs_from_corpus(source: Any, model_vocab: np.ndarray) -> Docs:
-    """A corpus (any form :func:`corpus_arrays` takes) mapped onto the model's words."""
-    tokens, doc_ptr, vocab, doc_ids = corpus_arrays(source)
-    docs = remap(tokens, doc_ptr, vocab_map(vocab, model_vocab))
-    docs.doc_ids = doc_ids
-    return docs
+def docs_from_corpus(source: Any, model_vocab: np.ndarray) -> Docs | CorpusDocs:
+    """A corpus mapped onto the model's words: a ``(tokens, doc_ptr, vocab)`` tuple is
+    mapped now (:class:`Docs`); a Corpus or URL is read batch by batch later
+    (:class:`CorpusDocs`)."""
+    if isinstance(source, tuple):
+        tokens, doc_ptr, vocab, doc_ids = corpus_arrays(source)
+        docs = remap(tokens, doc_ptr, vocab_map(vocab, model_vocab))
+        docs.doc_ids = doc_ids
+        return docs
+    corpus = open_corpus(source)
+    return CorpusDocs(corpus, np.asarray(corpus.doc_ptr, dtype=np.int64),
+                      vocab_map(corpus.vocab, model_vocab))
 
 
 def docs_from_sparse(x: Any, n_words: int, id_map: np.ndarray | None = None) -> Docs:
@@ -179,11 +241,12 @@ def docs_from_texts(texts: Iterable[str], tokenizer_settings: dict,
     return Docs(np.asarray(ids, dtype=np.int32), np.asarray(doc_ptr, dtype=np.int64), n_unknown)
 
 
-def as_docs(docs: Any, model_vocab: np.ndarray, tokenizer_settings: dict) -> Docs:
+def as_docs(docs: Any, model_vocab: np.ndarray,
+            tokenizer_settings: dict) -> Docs | CorpusDocs:
     """Any supported input to :class:`Docs` (see ``TopicModel.transform``)."""
     import scipy.sparse as sp
 
-    if isinstance(docs, Docs):
+    if isinstance(docs, Docs | CorpusDocs):
         return docs
     if isinstance(docs, str):
         return docs_from_texts([docs], tokenizer_settings, model_vocab)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from biglda.errors import ConfigError, InputError
-from biglda.model._data import Docs, docs_from_corpus, docs_from_sparse, str_array
+from biglda.model._data import CorpusDocs, Docs, docs_from_corpus, docs_from_sparse, str_array
 from biglda.model.topic_model import TopicModel
 
 log = logging.getLogger(__name__)
@@ -166,7 +166,7 @@ class LDA:
         if not hasattr(self, "model_"):
             raise ConfigError("this LDA instance is not fitted yet; call fit(X) first")
 
-    def _docs(self, X: Any) -> Docs:
+    def _docs(self, X: Any) -> Docs | CorpusDocs:
         import scipy.sparse as sp
 
         if sp.issparse(X) or isinstance(X, np.ndarray):

@@ -35,7 +35,14 @@ import numpy as np
 from biglda.errors import ConfigError, InputError
 from biglda.model import infer as _infer
 from biglda.model._cooccurrence import count_cooccurrence
-from biglda.model._data import Docs, corpus_arrays, docs_from_corpus, str_array, vocab_map
+from biglda.model._data import (
+    CorpusDocs,
+    Docs,
+    corpus_arrays,
+    docs_from_corpus,
+    str_array,
+    vocab_map,
+)
 from biglda.samplers.foldin import prepare_phi
 
 __all__ = [
@@ -96,8 +103,8 @@ class HeldoutScore:
         return out
 
 
-def _test_docs(test: Any, vocab: np.ndarray | None, n_words: int) -> Docs:
-    if isinstance(test, Docs):
+def _test_docs(test: Any, vocab: np.ndarray | None, n_words: int) -> Docs | CorpusDocs:
+    if isinstance(test, Docs | CorpusDocs):
         return test
     if isinstance(test, tuple) and len(test) == 2:
         tokens = np.asarray(test[0], dtype=np.int32)
@@ -162,18 +169,18 @@ def heldout_loglik(
     phi_wk, prior_cdf = prepare_phi(phi, alpha)
     run = {"client": client, "n_jobs": n_jobs, "batch_tokens": batch_tokens}
     if method == "completion":
-        ll, n = _infer.completion_loglik(docs, phi_wk, prior_cdf, alpha, burn_in=burn_in,
-                                         samples=samples, seed=seed, **run)
+        ll, n, stats = _infer.completion_loglik(docs, phi_wk, prior_cdf, alpha, burn_in=burn_in,
+                                                samples=samples, seed=seed, **run)
         settings = {"split": "even positions observed, odd positions scored",
                     "burn_in": burn_in, "samples": samples, "seed": seed}
     elif method == "left_to_right":
-        ll, n = _infer.left_to_right(docs, phi_wk, prior_cdf, alpha, particles=particles,
-                                     seed=seed, **run)
+        ll, n, stats = _infer.left_to_right(docs, phi_wk, prior_cdf, alpha, particles=particles,
+                                            seed=seed, **run)
         settings = {"particles": particles, "seed": seed}
     else:
         raise ConfigError(f"unknown held-out method {method!r} (completion, left_to_right)")
-    return HeldoutScore(float(ll.sum()), int(n.sum()), docs.n_docs, docs.n_unknown, method,
-                        settings)
+    return HeldoutScore(float(ll.sum()), int(n.sum()), stats["n_docs"], stats["n_unknown"],
+                        method, settings)
 
 
 def perplexity(phi: np.ndarray, alpha: Any, test: Any, **kw: Any) -> float:

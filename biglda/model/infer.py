@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from biglda.model._data import Docs
+from biglda.model._data import CorpusDocs, Docs
 from biglda.samplers import foldin as _foldin
 
 log = logging.getLogger(__name__)
@@ -70,9 +70,17 @@ def _left_to_right_task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, pa
     return ll, np.diff(doc_ptr)
 
 
+def _batch(task, part, first_doc, phi_wk, prior_cdf, alpha, id_map, params):
+    """Load one batch (a slice of mapped documents, or a token range of a stored corpus read
+    here) and run ``task`` on it; returns (result, unknown tokens, document lengths)."""
+    docs = part.load(id_map)
+    result = task(docs.tokens, docs.doc_ptr, first_doc, phi_wk, prior_cdf, alpha, *params)
+    return result, docs.n_unknown, np.diff(docs.doc_ptr)
+
+
 def map_batches(
     task: Callable[..., Any],
-    docs: Docs,
+    docs: Docs | CorpusDocs,
     phi_wk: np.ndarray,
     prior_cdf: np.ndarray,
     alpha: np.ndarray,
@@ -81,65 +89,81 @@ def map_batches(
     client: Any = None,
     n_jobs: int = 1,
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
-) -> list[Any]:
+) -> tuple[list[Any], dict[str, int]]:
     """Run ``task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, *params)`` per batch.
 
-    Results come back in document order. With ``client`` (a ``distributed.Client``) the
-    model arrays are scattered once to every worker and each batch is one task;
-    otherwise batches run here, on ``n_jobs`` threads (the kernels release the GIL).
+    Returns the results in document order and the input statistics: ``n_docs``,
+    ``n_tokens`` (known tokens used), ``n_unknown`` (tokens dropped: word unknown to the
+    model), ``n_empty`` (documents with no known token). With ``client`` (a
+    ``distributed.Client``) the model arrays are scattered once to every worker and each
+    batch is one task; a stored corpus is then read by the workers themselves, batch by
+    batch. Otherwise batches run here on ``n_jobs`` threads (the kernels release the GIL).
     """
     ranges = list(docs.batches(batch_tokens))
+    id_map = docs.id_map
     t0 = time.perf_counter()
     if client is not None:
         shared = client.scatter([phi_wk, prior_cdf, alpha], broadcast=True)
+        id_map_f = None if id_map is None else client.scatter(id_map, broadcast=True)
+        in_memory = isinstance(docs, CorpusDocs) and docs.url.startswith("memory://")
         futures = []
         for start, stop in ranges:
-            part = docs.slice(start, stop)
-            futures.append(client.submit(task, part.tokens, part.doc_ptr, start, *shared,
-                                         *params, pure=False))
-        results = client.gather(futures)
+            part = docs.part(start, stop)
+            if in_memory:  # worker processes cannot see this process's memory:// store
+                part = part.load(id_map)
+            futures.append(client.submit(_batch, task, part, start, *shared, id_map_f, params,
+                                         pure=False))
+        outs = client.gather(futures)
     else:
         def run(rng: tuple[int, int]) -> Any:
-            part = docs.slice(*rng)
-            return task(part.tokens, part.doc_ptr, rng[0], phi_wk, prior_cdf, alpha, *params)
+            return _batch(task, docs.part(*rng), rng[0], phi_wk, prior_cdf, alpha, id_map,
+                          params)
 
         if n_jobs > 1 and len(ranges) > 1:
             with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-                results = list(pool.map(run, ranges))
+                outs = list(pool.map(run, ranges))
         else:
-            results = [run(r) for r in ranges]
-    log.debug("%s: %d docs, %d tokens, %d batches in %.2fs", task.__name__, docs.n_docs,
-              docs.n_tokens, len(ranges), time.perf_counter() - t0)
-    return results
+            outs = [run(r) for r in ranges]
+    lengths = (np.concatenate([o[2] for o in outs]) if outs else np.zeros(0, dtype=np.int64))
+    stats = {"n_docs": int(docs.n_docs), "n_tokens": int(lengths.sum()),
+             "n_unknown": int(docs.n_unknown + sum(int(o[1]) for o in outs)),
+             "n_empty": int(np.sum(lengths == 0))}
+    log.debug("%s: %s, %d batches in %.2fs", task.__name__, stats, len(ranges),
+              time.perf_counter() - t0)
+    return [o[0] for o in outs], stats
 
 
-def foldin(docs: Docs, phi_wk: np.ndarray, prior_cdf: np.ndarray, alpha: np.ndarray, *,
-           burn_in: int, samples: int, seed: int, **run: Any) -> np.ndarray:
-    """Doc-topic mixtures [D, K] of ``docs`` (see :func:`biglda.samplers.foldin.foldin_theta`)."""
-    n_topics = phi_wk.shape[1]
-    if docs.n_docs == 0:
-        return np.zeros((0, n_topics))
-    parts = map_batches(_foldin_task, docs, phi_wk, prior_cdf, alpha, (burn_in, samples, seed),
-                        **run)
-    return np.concatenate(parts, axis=0)
+def foldin(docs: Docs | CorpusDocs, phi_wk: np.ndarray, prior_cdf: np.ndarray,
+           alpha: np.ndarray, *, burn_in: int, samples: int, seed: int,
+           **run: Any) -> tuple[np.ndarray, dict[str, int]]:
+    """Doc-topic mixtures [D, K] of ``docs`` (see :func:`biglda.samplers.foldin.foldin_theta`)
+    and the input statistics of :func:`map_batches`."""
+    parts, stats = map_batches(_foldin_task, docs, phi_wk, prior_cdf, alpha,
+                               (burn_in, samples, seed), **run)
+    if not parts:
+        return np.zeros((0, phi_wk.shape[1])), stats
+    return np.concatenate(parts, axis=0), stats
 
 
-def completion_loglik(docs: Docs, phi_wk: np.ndarray, prior_cdf: np.ndarray,
+def completion_loglik(docs: Docs | CorpusDocs, phi_wk: np.ndarray, prior_cdf: np.ndarray,
                       alpha: np.ndarray, *, burn_in: int, samples: int, seed: int,
-                      **run: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Per-document log-likelihood of the odd-position tokens and their counts."""
-    if docs.n_docs == 0:
-        return np.zeros(0), np.zeros(0, dtype=np.int64)
-    parts = map_batches(_completion_task, docs, phi_wk, prior_cdf, alpha,
-                        (burn_in, samples, seed), **run)
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+                      **run: Any) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Per-document log-likelihood of the odd-position tokens, their counts, and stats."""
+    parts, stats = map_batches(_completion_task, docs, phi_wk, prior_cdf, alpha,
+                               (burn_in, samples, seed), **run)
+    if not parts:
+        return np.zeros(0), np.zeros(0, dtype=np.int64), stats
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            stats)
 
 
-def left_to_right(docs: Docs, phi_wk: np.ndarray, prior_cdf: np.ndarray, alpha: np.ndarray, *,
-                  particles: int, seed: int, **run: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Per-document left-to-right log p(w_d) and document lengths."""
-    if docs.n_docs == 0:
-        return np.zeros(0), np.zeros(0, dtype=np.int64)
-    parts = map_batches(_left_to_right_task, docs, phi_wk, prior_cdf, alpha,
-                        (particles, None, seed), **run)
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+def left_to_right(docs: Docs | CorpusDocs, phi_wk: np.ndarray, prior_cdf: np.ndarray,
+                  alpha: np.ndarray, *, particles: int, seed: int,
+                  **run: Any) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Per-document left-to-right log p(w_d), document lengths, and stats."""
+    parts, stats = map_batches(_left_to_right_task, docs, phi_wk, prior_cdf, alpha,
+                               (particles, None, seed), **run)
+    if not parts:
+        return np.zeros(0), np.zeros(0, dtype=np.int64), stats
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            stats)

@@ -19,7 +19,7 @@ import numpy as np
 from biglda.errors import BigLDAError, ConfigError, FormatError
 from biglda.model import evaluate as _eval
 from biglda.model import infer as _infer
-from biglda.model._data import Docs, as_docs, str_array
+from biglda.model._data import CorpusDocs, Docs, as_docs, str_array
 from biglda.samplers.foldin import prepare_phi
 
 log = logging.getLogger(__name__)
@@ -358,7 +358,7 @@ class TopicModel:
             self._phi_tables = prepare_phi(self.topic_word, self.alpha)
         return self._phi_tables
 
-    def _docs(self, docs: Any) -> Docs:
+    def _docs(self, docs: Any) -> Docs | CorpusDocs:
         return as_docs(docs, self.vocab, self.tokenizer_settings)
 
     def transform(self, docs: Any, *, iterations: int = 50, burn_in: int | None = None,
@@ -381,7 +381,8 @@ class TopicModel:
             With a fixed seed the result is identical, whatever the batching or workers.
         client : distributed.Client, optional
             Run batches of ``batch_tokens`` tokens as Dask tasks (large inputs); otherwise
-            they run here on ``n_jobs`` threads.
+            they run here on ``n_jobs`` threads. A stored Corpus is read batch by batch
+            (memory bounded by a batch), on Dask by the workers themselves.
 
         Returns
         -------
@@ -406,13 +407,10 @@ class TopicModel:
             raise ConfigError(f"burn_in must be in [0, iterations), got {burn}")
         d = self._docs(docs)
         phi_wk, prior_cdf = self._phi_arrays()
-        theta = _infer.foldin(d, phi_wk, prior_cdf, self.alpha, burn_in=burn,
-                              samples=iterations - burn, seed=seed, client=client,
-                              n_jobs=n_jobs, batch_tokens=batch_tokens)
-        self.last_transform_stats_ = {
-            "n_docs": d.n_docs, "n_tokens": d.n_tokens, "n_unknown": d.n_unknown,
-            "n_empty": int(np.sum(np.diff(d.doc_ptr) == 0)),
-        }
+        theta, stats = _infer.foldin(d, phi_wk, prior_cdf, self.alpha, burn_in=burn,
+                                     samples=iterations - burn, seed=seed, client=client,
+                                     n_jobs=n_jobs, batch_tokens=batch_tokens)
+        self.last_transform_stats_ = stats
         log.info("transform: %s", self.last_transform_stats_)
         return theta
 

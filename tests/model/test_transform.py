@@ -96,3 +96,34 @@ def test_inconsistent_arrays_are_refused(small_model):
         small_model.transform((np.array([0, 1]), np.array([0, 5]), small_model.vocab))
     with pytest.raises(InputError, match="token ids"):
         small_model.transform((np.array([0, 9]), np.array([0, 2]), small_model.vocab))
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_stored_corpus_is_read_batch_by_batch_with_the_same_result(truth_model, split,
+                                                                   tmp_path, local_cluster,
+                                                                   where):
+    from biglda.corpus import Corpus, write_corpus
+
+    tokens, doc_ptr = split["test"]
+    tokens, doc_ptr = tokens[:doc_ptr[50]], doc_ptr[:51]
+    vocab = list(split["vocab"]) + ["unknown-a", "unknown-b"]
+    # every 7th token becomes a word the model does not know
+    noisy = tokens.astype(np.int64).copy()
+    noisy[::7] = len(vocab) - 1 - (np.arange(len(noisy[::7])) % 2)
+    url = (str(tmp_path / "c.zarr") if where == "local"
+           else f"memory://transform-tests/{tmp_path.name}.zarr")
+    write_corpus(url, noisy, doc_ptr, vocab)
+    corpus = Corpus.open(url)
+    ref = truth_model.transform((noisy, doc_ptr, np.array(vocab)), iterations=10, seed=2)
+    ref_stats = truth_model.last_transform_stats_
+    assert ref_stats["n_unknown"] == len(noisy[::7])
+    here = truth_model.transform(corpus, iterations=10, seed=2, batch_tokens=500)
+    assert truth_model.last_transform_stats_ == ref_stats
+    there = truth_model.transform(corpus, iterations=10, seed=2, batch_tokens=500,
+                                  client=local_cluster)
+    assert truth_model.last_transform_stats_ == ref_stats
+    np.testing.assert_array_equal(here, ref)
+    np.testing.assert_array_equal(there, ref)
+    a = truth_model.heldout_loglik(corpus, batch_tokens=700, client=local_cluster)
+    b = truth_model.heldout_loglik((noisy, doc_ptr, np.array(vocab)))
+    assert (a.loglik, a.n_tokens, a.n_unknown) == (b.loglik, b.n_tokens, b.n_unknown)
