@@ -79,18 +79,23 @@ class Kind:
     paths: tuple[str, ...] = ()        # params that name input files (relative to root)
 
 
+# Input parameters take a reference ("@stage", "@stage.output") or a path (relative to root);
+# paths are fingerprinted like the outputs of referenced stages.
 KINDS: dict[str, Kind] = {
     "synth": Kind({"corpus": "corpus.zarr"}, "corpus", {}),
     "ingest": Kind({"corpus": "corpus.zarr"}, "corpus", {}, ("input",), ("input",)),
     "split": Kind({"train": "train.zarr", "test": "test.zarr"}, "train",
-                  {"corpus": ("corpus",)}, ("corpus",)),
+                  {"corpus": ("corpus",)}, ("corpus",), ("corpus",)),
     "train": Kind({"model": "model.zarr", "metrics": "metrics.jsonl"}, "model",
-                  {"corpus": ("train", "corpus")}, ("corpus", "n_topics")),
+                  {"corpus": ("train", "corpus")}, ("corpus", "n_topics"), ("corpus",)),
     "evaluate": Kind({"evaluation": "evaluation.json"}, "evaluation",
-                     {"model": ("model",), "test": ("test",)}, ("model",)),
-    "report": Kind({"report": "report.html"}, "report", {"model": ("model",)}, ("model",)),
+                     {"model": ("model",), "test": ("test",)}, ("model",),
+                     ("model", "test", "coherence_corpus", "truth")),
+    "report": Kind({"report": "report.html"}, "report", {"model": ("model",)}, ("model",),
+                   ("model",)),
     "compare": Kind({"results": "results.json", "table": "results.md"}, "table",
-                    {"train": ("train",), "test": ("test",)}, ("train", "test"), ("script",)),
+                    {"train": ("train",), "test": ("test",)}, ("train", "test"),
+                    ("script", "train", "test")),
     "script": Kind({}, "", {}, ("script",), ("script",)),
 }
 _DEFAULT_SCRIPTS = {"compare": "pipelines/compare.py"}
@@ -216,8 +221,26 @@ def load_pipeline(path: str, run_dir: str | None = None,
 
     pipeline = Pipeline(name, os.path.abspath(path), root, run_dir,
                         str(head.get("description", "")), stages)
+    for st in stages:
+        allowed = _allowed_params(st.kind)
+        extra = set(st.params) - allowed if allowed is not None else set()
+        if extra:
+            raise PipelineError(f"{path}: stage {st.name!r} ({st.kind}): unknown parameter(s) "
+                                f"{', '.join(sorted(extra))} (allowed: "
+                                f"{', '.join(sorted(allowed or ()))})")
     _resolve_refs(pipeline)
     return pipeline
+
+
+def _allowed_params(kind: str) -> set[str] | None:
+    """Parameters a kind accepts (None: any, passed on to a script)."""
+    if kind == "synth":
+        from biglda.corpus.synth import SynthSpec
+
+        return set(SynthSpec.__dataclass_fields__) | {"chunk_tokens"}
+    return {"ingest": set(_INGEST_KEYS), "split": {"corpus", "test_fraction", "seed"},
+            "train": set(_TRAIN_KEYS), "evaluate": set(_EVAL_KEYS),
+            "report": {"model", "top_n"}}.get(kind)
 
 
 def _resolve_refs(p: Pipeline) -> None:
@@ -313,7 +336,7 @@ def resolved_params(p: Pipeline, st: Stage) -> dict[str, Any]:
     """The stage's parameters with references and input paths made absolute."""
     out = {k: _resolve_value(p, v) for k, v in st.params.items()}
     for param in KINDS[st.kind].paths:
-        if param in out:
+        if param in out and not _refs_in(st.params[param]):
             v = out[param]
             out[param] = [_abs(p, x) for x in v] if isinstance(v, list) else _abs(p, str(v))
     return out
@@ -328,7 +351,7 @@ def stage_key(p: Pipeline, st: Stage) -> tuple[str, dict[str, str]]:
             sname, _, art = ref[1:].partition(".")
             inputs[ref] = fingerprint(p.artifact(sname, art or None))
     for param in KINDS[st.kind].paths:
-        if param in params:
+        if param in params and not _refs_in(st.params[param]):
             vals = params[param] if isinstance(params[param], list) else [params[param]]
             for v in vals:
                 inputs[v] = fingerprint(v) if "://" not in v else "url"
@@ -406,8 +429,58 @@ def run_pipeline(p: Pipeline, *, force: bool = False, stages: Iterable[str] | No
     """
     selected = _select(p, stages)
     emit = on_event or (lambda *a: None)
-    results: list[StageResult] = []
     os.makedirs(os.path.join(p.run_dir, RECORD_DIR), exist_ok=True)
+    with _RunLock(os.path.join(p.run_dir, RECORD_DIR, "lock")):
+        return _run_selected(p, selected, force, emit)
+
+
+class _RunLock:
+    """One run per run directory at a time: a lock file holding the runner's pid (a lock
+    left by a process that no longer exists is taken over)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> _RunLock:
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                try:
+                    with open(self.path) as f:
+                        pid = int(f.read().strip() or 0)
+                except (OSError, ValueError):
+                    pid = 0
+                if pid and _alive(pid):
+                    run_dir = os.path.dirname(os.path.dirname(self.path))
+                    raise PipelineError(f"another run is using {run_dir} (pid {pid}); wait for "
+                                        f"it or remove {self.path}") from None
+                os.remove(self.path)
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            return self
+        raise PipelineError(f"cannot take the lock {self.path}")
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            os.remove(self.path)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _run_selected(p: Pipeline, selected: set[str], force: bool, emit: Event) -> list[StageResult]:
+    results: list[StageResult] = []
     for st in p.stages:
         if st.name not in selected:
             continue
@@ -598,14 +671,69 @@ def _run_train(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
                      rec["iteration"], rec["n_iterations"], rec["ll_per_token"],
                      rec["tokens_per_s"])
 
+    peaks = _PeakMemory()
     try:
-        train(params["corpus"], os.path.join(folder, "model.zarr"), on_record=on_record, **kw)
+        with peaks:
+            train(params["corpus"], os.path.join(folder, "model.zarr"), on_record=on_record,
+                  **kw)
     finally:
         metrics.close()
+        with open(os.path.join(folder, "resources.json"), "w") as f:
+            json.dump(peaks.summary(), f, indent=1)
     if not last:
         return "trained"
-    return (f"{last['iteration']} iterations in {last['elapsed']:.1f} s, LL/token "
-            f"{last['ll_per_token']:.4f}, {last['tokens_per_s']:,.0f} tokens/s")
+    mem = peaks.summary()
+    return (f"{last['iteration']} iterations in {last['elapsed']:.1f} s "
+            f"({last['elapsed'] / max(last['iteration'], 1):.2f} s/iteration), LL/token "
+            f"{last['ll_per_token']:.4f}, {last['tokens_per_s']:,.0f} tokens/s; peak RSS "
+            f"{mem['this_process_mib']:.0f} MiB here, {mem['largest_child_mib']:.0f} MiB the "
+            f"largest worker process")
+
+
+class _PeakMemory:
+    """Peak RSS of this process and of each descendant (the embedded cluster's workers),
+    sampled every second while training runs (psutil comes with distributed)."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        import threading
+
+        self.interval = interval
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> _PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while True:
+            try:
+                procs = [me, *me.children(recursive=True)]
+            except psutil.Error:
+                procs = [me]
+            for proc in procs:
+                try:
+                    name = "self" if proc.pid == me.pid else f"{proc.pid} {proc.name()}"
+                    rss = proc.memory_info().rss / 2**20
+                except psutil.Error:
+                    continue
+                self.peaks[name] = max(self.peaks.get(name, 0.0), rss)
+            if self._stop.wait(self.interval):
+                return
+
+    def summary(self) -> dict[str, Any]:
+        children = {k: v for k, v in self.peaks.items() if k != "self"}
+        return {"this_process_mib": self.peaks.get("self", 0.0),
+                "largest_child_mib": max(children.values(), default=0.0),
+                "per_process_mib": self.peaks}
 
 
 def topic_recovery(phi: Any, vocab: Any, true_phi: Any, true_vocab: Any) -> dict[str, Any]:
@@ -655,7 +783,10 @@ def _run_evaluate(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
     hist = model.history
     if hist:
         tps = [r["tokens_per_s"] for r in hist if r.get("tokens_per_s")]
+        its = [b["elapsed"] - a["elapsed"] for a, b in zip(hist, hist[1:], strict=False)]
         res["training"] = {"iterations": len(hist), "seconds": hist[-1].get("elapsed"),
+                           "median_seconds_per_iteration":
+                               sorted(its)[len(its) // 2] if its else None,
                            "final_ll_per_token": hist[-1].get("ll_per_token"),
                            "median_tokens_per_s": sorted(tps)[len(tps) // 2] if tps else None}
     parts = []

@@ -152,6 +152,21 @@ def test_failing_stage_leaves_no_record(chain):
     assert [r.status for r in res] == ["skipped", "ran", "ran"]
 
 
+def test_one_run_per_run_directory(chain):
+    p = pl.load_pipeline(chain)
+    lock = os.path.join(p.run_dir, pl.RECORD_DIR, "lock")
+    os.makedirs(os.path.dirname(lock))
+    with open(lock, "w") as f:
+        f.write(str(os.getpid()))  # a live process holds it
+    with pytest.raises(pl.PipelineError, match="another run is using"):
+        pl.run_pipeline(p, stages=["synth"])
+    assert not os.path.exists(p.record_path("synth"))
+    with open(lock, "w") as f:
+        f.write("999999999")  # no such process: taken over, and released at the end
+    assert [r.status for r in pl.run_pipeline(p, stages=["synth"])] == ["ran"]
+    assert not os.path.exists(lock)
+
+
 def test_split_is_a_seeded_partition(tmp_path):
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 6, size=50)
