@@ -9,6 +9,12 @@ pushed for clocks up to the one just finished and not received yet (merged delta
 to this vocabulary, see :class:`biglda.ps.server.PSShard`) and adds them. So the block always
 equals: the initial table + every other shard's deltas received + this shard's own moves —
 what SSP asks for, and under BSP exactly the table after the previous clock.
+
+Refresh policy: every clock, after the SSP wait, with every delta up to the previous clock that
+has arrived. The staleness bound is enforced by the wait (no shard starts clock c before all
+finished c - s), so a lazier policy ("refresh only when the cache is older than c - s") would
+only move the same merged deltas later and in bigger lumps; pulling each clock keeps the cache
+as fresh as the bound and the network allow, at the price of one call per table shard.
 """
 
 from __future__ import annotations

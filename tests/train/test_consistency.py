@@ -75,3 +75,14 @@ def test_resume_from_checkpoint_recounts_the_table(local_cluster, synth_corpus, 
     straight = _run(local_cluster, url, iterations=8, checkpoint_every=0, n_shards=2)
     for s in straight.shards:
         np.testing.assert_array_equal(second.z[s.index], straight.z[s.index])
+
+
+@pytest.mark.parametrize("rule", [{"tol": 0.5}, {"max_seconds": 0.01}])
+def test_stop_rules_end_every_shard_at_the_same_clock(local_cluster, synth_corpus, recount,
+                                                      rule):
+    url, _ = synth_corpus
+    r = _run(local_cluster, url, iterations=50, n_shards=2, checkpoint_every=0, **rule)
+    assert r.stop_reason == next(iter(rule))
+    assert len(r.history) <= 4 and len(set(r.clocks)) == 1 and r.clocks[0] == len(r.history)
+    n_wk, n_k, _ = recount(url, r)
+    np.testing.assert_array_equal(r.n_wk, n_wk)
