@@ -271,3 +271,44 @@ def test_train_evaluate_report_on_a_synthetic_corpus(tmp_path, capsys):
     capsys.readouterr()
     assert main(["pipeline", "run", toml]) == 0
     assert "0 stages run, 4 up to date" in capsys.readouterr().out
+
+
+def test_compare_stage_reports_every_system(tmp_path):
+    """The comparison's plumbing with no peer needed: random topics are trained in their own
+    process, scored by biglda's evaluator at each budget; a missing peer is a row, not a gap."""
+    import importlib.util
+
+    toml = _write(tmp_path / "c.toml", f"""
+        [pipeline]
+        root = "{os.getcwd()}"
+        run_dir = "{tmp_path / 'run'}"
+
+        [stages.synth]
+        n_docs = 80
+        n_words = 30
+        n_topics = 3
+        mean_doc_length = 10
+
+        [stages.split]
+        test_fraction = 0.25
+
+        [stages.compare]
+        topics = [3]
+        budgets = [0.1, 0.2]
+        systems = ["random", "gensim"]
+        setup = false
+        peers_dir = "{tmp_path / 'no-peers'}"
+        burn_in = 2
+        samples = 2
+    """)
+    p = pl.load_pipeline(toml)
+    assert [r.status for r in pl.run_pipeline(p)] == ["ran"] * 3
+    res = json.loads(_read(p.artifact("compare", "results")))
+    rows = {r["system"]: r for r in res["results"]}
+    rnd = rows["random"]
+    assert rnd["status"] == "ok" and [c["budget"] for c in rnd["checkpoints"]] == [0.1, 0.2]
+    assert rnd["checkpoints"][0]["heldout_ll_per_token"] < 0 and rnd["maxrss_mib"] > 0
+    if importlib.util.find_spec("gensim") is None:
+        assert rows["gensim"]["status"].startswith("not installed")
+    table = _read(p.artifact("compare", "table"))
+    assert "| 3 | random |" in table and "| 3 | gensim |" in table
