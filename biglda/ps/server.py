@@ -243,6 +243,7 @@ class ClockServer:
         self.start_clock = int(start_clock)
         self.completed = np.full(self.n_shards, -1, dtype=np.int64)
         self.stop_at = 2**62
+        self.aborted = False
         self.started = np.full(self.n_shards, -1, dtype=np.int64)
         self.notes: dict[int, dict] = {}
         self.ticks: list[tuple[int, int, float]] = []  # (shard, completed, time)
@@ -270,14 +271,18 @@ class ClockServer:
         return self.staleness == math.inf or low >= clock - self.staleness
 
     async def wait(self, shard: int, clock: int, timeout: float = 5.0) -> str:
-        """Wait until shard ``shard`` may start ``clock``: ``"go"``, ``"stop"`` or ``"wait"``.
+        """Wait until shard ``shard`` may start ``clock``: ``"go"``, ``"stop"``, ``"abort"``
+        or ``"wait"``.
 
         ``"wait"`` means ``timeout`` seconds passed; the caller asks again (so a call never
-        outlives the caller's own timeout).
+        outlives the caller's own timeout). ``"abort"``: the driver gave this run up (a lost
+        worker); the caller returns at once and writes nothing.
         """
         shard, clock = int(shard), int(clock)
         deadline = time.monotonic() + timeout
         while True:
+            if self.aborted:
+                return "abort"
             if clock >= self.stop_at:
                 return "stop"
             if self._may_start(clock):
@@ -321,6 +326,11 @@ class ClockServer:
         self.stop_at = min(self.stop_at, int(at))
         self._notify()
         return self.stop_at
+
+    async def abort(self) -> None:
+        """Give the run up: every waiting or next wait answers ``"abort"`` (recovery)."""
+        self.aborted = True
+        self._notify()
 
     async def clocks(self) -> list[int]:
         """Completed clocks of every shard."""

@@ -41,6 +41,18 @@ from biglda.errors import ClusterError, ConfigError, OutputExistsError
 from biglda.ps.calls import call, call_all
 from biglda.ps.server import check_table_fits, start_parameter_server
 from biglda.train import checkpoint as ckpt
+from biglda.train.recovery import (
+    EMBEDDED_MEMORY_CONFIG,
+    Interrupted,
+    Recovery,
+    WorkerLost,
+    check_workers,
+    find_stragglers,
+    interrupt_flag,
+    latest_checkpoint,
+    live_workers,
+    wait_for_workers,
+)
 from biglda.train.worker import GroupSpec, run_group
 
 log = logging.getLogger("biglda.train")
@@ -69,6 +81,9 @@ class TrainConfig:
     slow_shards: dict = field(default_factory=dict)
     call_timeout: float = 120.0
     top_words_every: int = 10
+    max_recoveries: int = 3          # lost workers recovered per run before giving up
+    recovery_wait: float = 10.0      # seconds to wait for a replacement worker to join
+    straggler_factor: float = 2.0    # "straggler": this many times slower per token
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("n_topics", "iterations", "sampler", "alpha",
@@ -93,6 +108,7 @@ class TrainResult:
     clocks: list[int]                  # completed clocks of every shard at the end
     placement: dict[int, str]          # shard -> worker address
     stop_reason: str = "iterations"
+    recoveries: list[Any] = field(default_factory=list)  # biglda.train.recovery.Recovery
 
 
 # ----------------------------------------------------------------------------- validation
@@ -168,9 +184,14 @@ def connect(scheduler: Any = None, workers: int | None = None, threads_per_worke
         finally:
             client.close()
         return
+    import dask
+
     n = int(workers) if workers else max(1, (os.cpu_count() or 1) // max(1, threads_per_worker))
-    cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
-                           dashboard_address="127.0.0.1:0", host="127.0.0.1")
+    # the nannies read the memory thresholds when they start (see recovery.py for why)
+    with dask.config.set(EMBEDDED_MEMORY_CONFIG):
+        cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
+                               processes=True, dashboard_address="127.0.0.1:0",
+                               host="127.0.0.1")
     client = Client(cluster, direct_to_workers=True)
     try:
         yield client
@@ -302,18 +323,39 @@ def plan_cluster(client: Any, corpus: Any, cfg: TrainConfig
     slots = _worker_slots(client, timeout=30.0)
     n_slots = sum(max(1, t) for _, t, _ in slots)
     shards = corpus.plan_shards(int(cfg.n_shards or n_slots))
-    # Each worker caches at most min(V, its tokens) rows per shard it holds.
-    per_worker_cache = max(min(corpus.n_words, s.n_tokens) for s in shards) * \
-        -(-len(shards) // len(slots))
-    check_table_fits(corpus.n_words, cfg.n_topics, {a: m for a, _, m in slots},
-                     cache_rows_per_worker=per_worker_cache)
+    _check_fits(corpus, cfg, slots, shards)
     return slots, shards
+
+
+@dataclass
+class _RunState:
+    """What carries over from one attempt to the next (recovery rolls it back)."""
+
+    start_clock: int
+    stop_clock: int
+    resume_attrs: dict | None
+    first_slot: int
+    history: list[dict]
+    ck_read: str | None
+    stop_reason: str = "iterations"
+    clock: int = 0                      # the clock the driver waits for
+    attempt: int = 0
+    stragglers: set = field(default_factory=set)
+    t_fail: float = 0.0                 # when the current attempt failed (or started)
+    on_started: Callable[[float], None] | None = None  # told when an attempt's tasks are out
 
 
 def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None = None,
                  on_record: list[Callable[[dict], None]] | None = None,
                  run_id: str | None = None) -> TrainResult:
-    """Run the distributed sampler on a connected client; see the module docstring."""
+    """Run the distributed sampler on a connected client; see the module docstring.
+
+    A lost worker (a failed task or actor call, or a worker that left the scheduler) is
+    recovered up to ``cfg.max_recoveries`` times: every shard restarts from the latest committed
+    checkpoint on the live workers, with a recounted table (:mod:`biglda.train.recovery`). A
+    first SIGINT stops after the current clock with a checkpoint (``stop_reason ==
+    "interrupted"``); a second one stops at once.
+    """
     run_id = run_id or uuid.uuid4().hex[:12]
     callbacks = list(on_record or [])
 
@@ -324,9 +366,7 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
             cb(record)
 
     slots, shards = plan_cluster(client, corpus, cfg)
-    n_shards = len(shards)
-    groups = plan_groups(shards, slots)
-    placement = {s.index: addr for addr, members in groups for s in members}
+    n_workers = len(slots)
 
     # Checkpoint: fresh store, or resume from the committed slot.
     ck_url = ckpt.checkpoint_url(out) if (out is not None and cfg.checkpoint_every) else None
@@ -350,39 +390,141 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
         ckpt.create_checkpoint(ck_url, [(s.token_start, s.token_stop) for s in shards],
                                cfg.n_topics, corpus.n_tokens, z_dtype(cfg.n_topics),
                                cfg.as_dict())
+    st = _RunState(start_clock=start_clock, stop_clock=max(start_clock, cfg.iterations),
+                   resume_attrs=resume_attrs, first_slot=first_slot, history=history,
+                   ck_read=ck_read)
+    initial = (start_clock, resume_attrs, first_slot, ck_read)
+    recoveries: list[Recovery] = []
+    with interrupt_flag() as interrupted:
+        while True:
+            lost: list[str] = []
+            try:
+                result = _attempt(client, corpus, cfg, shards, slots, st, ck_url, run_id, emit,
+                                  interrupted, lost)
+                result.recoveries = recoveries
+                return result
+            except ClusterError as exc:
+                if interrupted.set or len(recoveries) >= cfg.max_recoveries:
+                    if recoveries:
+                        raise ClusterError(f"{str(exc).splitlines()[0]} (after "
+                                           f"{len(recoveries)} recoveries)") from None
+                    raise
+                t_fail = st.t_fail  # set by _attempt when it saw the failure
+                error = str(exc).splitlines()[0]
+            # -- recover: roll every shard back to the latest committed checkpoint -------
+            t_stopped = time.time()
+            log.warning("recovering from a lost worker at clock %d: %s", st.clock, error)
+            wait_for_workers(client, n_workers, cfg.recovery_wait)
+            slots = _worker_slots(client, timeout=cfg.recovery_wait + 30.0)
+            _check_fits(corpus, cfg, slots, shards)
+            attrs = latest_checkpoint(ck_url, cfg.n_topics, corpus.n_tokens)
+            if attrs is not None:
+                st.start_clock, st.resume_attrs = int(attrs["clock"]), attrs
+                st.first_slot, st.ck_read = 1 - int(attrs["slot"]), ck_url
+            else:  # nothing committed in this run: where it started (a resume, or z0)
+                st.start_clock, st.resume_attrs, st.first_slot, st.ck_read = initial
+            st.history = [r for r in st.history if r["iteration"] <= st.start_clock]
+            st.attempt += 1
+            st.stop_reason = "iterations"
+            rec = Recovery(failed_clock=st.clock, resumed_clock=st.start_clock,
+                           lost_workers=lost, error=error, detect_s=t_stopped - t_fail,
+                           restart_s=0.0, workers=[a for a, _, _ in slots])
+            recoveries.append(rec)
 
-    stop_clock = max(start_clock, cfg.iterations)
+            def started(t: float, rec: Recovery = rec, t_fail: float = t_fail) -> None:
+                rec.restart_s = t - t_fail
+                emit(rec.as_record(run_id))
+                log.warning("recovered: %d shards restart from clock %d on %d workers "
+                            "(%.1f s after the failure)", len(shards), rec.resumed_clock,
+                            len(rec.workers), rec.restart_s)
+            st.on_started = started
+
+
+def _check_fits(corpus: Any, cfg: TrainConfig, slots: list[tuple[str, int, int]],
+                shards: list[Any]) -> None:
+    # Each worker caches at most min(V, its tokens) rows per shard it holds.
+    per_worker_cache = max(min(corpus.n_words, s.n_tokens) for s in shards) * \
+        -(-len(shards) // len(slots))
+    check_table_fits(corpus.n_words, cfg.n_topics, {a: m for a, _, m in slots},
+                     cache_rows_per_worker=per_worker_cache)
+
+
+def _abandon(client: Any, ps: Any, futures: list[Any], addrs: list[str], timeout: float) -> None:
+    """Stop an attempt: abort the tasks, wait for those on live workers, free everything.
+
+    Waiting matters: a task still running when the next attempt starts could write its ``z``
+    into the checkpoint slot the new tasks write. Tasks on a lost worker never ran again (they
+    are pinned to its address) and are only cancelled.
+    """
+    from distributed import wait
+
+    with contextlib.suppress(Exception):
+        ps.clock.abort().result(timeout=5)
+    with contextlib.suppress(Exception):
+        live = live_workers(client)
+        running = [f for f, a in zip(futures, addrs, strict=True) if a in live]
+        wait(running, timeout=timeout)
+        if any(f.status == "pending" for f in running):
+            log.warning("some training tasks did not stop within %g s", timeout)
+    with contextlib.suppress(Exception):
+        client.cancel(futures)
+    with contextlib.suppress(Exception):
+        ps.close()
+
+
+def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
+             slots: list[tuple[str, int, int]], st: _RunState, ck_url: str | None, run_id: str,
+             emit: Callable[[dict], None], interrupted: Any, lost: list[str]) -> TrainResult:
+    """One start of the parameter server and the tasks, from ``st.start_clock`` to the end."""
+    n_shards = len(shards)
+    groups = plan_groups(shards, slots)
+    placement = {s.index: addr for addr, members in groups for s in members}
     workers = [a for a, _, _ in slots]
+    st.clock = st.start_clock
+    st.t_fail = time.time()
+    history = st.history
     ps = start_parameter_server(client, corpus.n_words, cfg.n_topics, n_shards, cfg.beta,
-                                cfg.staleness, workers, start_clock=start_clock,
+                                cfg.staleness, workers, start_clock=st.start_clock,
                                 timeout=cfg.call_timeout)
     alpha = np.full(cfg.n_topics, float(cfg.alpha))
-    futures = []
+    futures, addrs = [], []
+    stop_clock = st.stop_clock
     for addr, members in groups:
         spec = GroupSpec(
             corpus_url=corpus.url, shards=tuple(members), ps_shards=ps.shards, clock=ps.clock,
             bounds=ps.bounds, n_topics=cfg.n_topics, n_words=corpus.n_words, alpha=alpha,
             beta=cfg.beta, sampler=cfg.sampler, sampler_params=dict(cfg.sampler_params),
-            seed=cfg.seed, start_clock=start_clock, stop_clock=stop_clock,
-            staleness=cfg.staleness, checkpoint_url=ck_url if ck_url else ck_read,
-            checkpoint_every=cfg.checkpoint_every if ck_url else 0, checkpoint_slot=first_slot,
-            resume_attrs=resume_attrs, call_timeout=cfg.call_timeout,
+            seed=cfg.seed, start_clock=st.start_clock, stop_clock=stop_clock,
+            staleness=cfg.staleness, checkpoint_url=ck_url if ck_url else st.ck_read,
+            checkpoint_every=cfg.checkpoint_every if ck_url else 0,
+            checkpoint_slot=st.first_slot, resume_attrs=st.resume_attrs,
+            call_timeout=cfg.call_timeout,
             slow_shards={int(k): float(v) for k, v in cfg.slow_shards.items()})
-        futures.append(client.submit(run_group, spec, workers=[addr], allow_other_workers=False,
-                                     pure=False, key=f"biglda-{run_id}-{addr}-{len(futures)}"))
+        futures.append(client.submit(
+            run_group, spec, workers=[addr], allow_other_workers=False, pure=False,
+            key=f"biglda-{run_id}-{st.attempt}-{addr}-{len(futures)}"))
+        addrs.append(addr)
+    if st.on_started is not None:
+        st.on_started(time.time())
+        st.on_started = None
+    used = set(workers)
 
     log.info("parameter server and %d tasks placed on %d workers", len(futures), len(slots))
     t0 = time.time()
     t_prev = t0
-    stop_reason = "iterations"
-    c = start_clock
+    c = st.start_clock
     poll = 2.0
     try:
         while c < stop_clock:
+            st.clock = c
             stats = call(ps.clock.iteration(c, timeout=poll), poll + cfg.call_timeout,
                          "waiting for the shards")
             if stats is None:
                 _check_tasks(futures)
+                check_workers(client, used)
+                if interrupted.set and st.stop_reason != "interrupted":
+                    st.stop_reason = "interrupted"
+                    stop_clock = call(ps.clock.stop(None), cfg.call_timeout, "stop")
                 continue
             word = call_all([a.snapshot(c) for a in ps.shards], cfg.call_timeout, "log-lik")
             if any(w is None for w in word):  # cannot happen: ticks follow pushes
@@ -390,6 +532,12 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
             clocks = call(ps.clock.clocks(), cfg.call_timeout, "clocks")
             rec = _record(run_id, c, cfg, stats, word, corpus.n_tokens, corpus.n_words,
                           t_prev, t0, clocks, placement, history)
+            rec["stragglers"] = find_stragglers(list(stats.values()), cfg.straggler_factor)
+            for w in rec["stragglers"]:
+                if w not in st.stragglers:
+                    st.stragglers.add(w)
+                    log.warning("straggler: worker %s sampled clock %d more than %gx slower "
+                                "per token than the others", w, c, cfg.straggler_factor)
             if cfg.top_words_every and ((c + 1) % cfg.top_words_every == 0
                                         or c + 1 == stop_clock):
                 rec["top_words"] = _top_words(ps, corpus.vocab, 10, cfg.call_timeout)
@@ -398,21 +546,23 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
             history.append(rec)
             emit(rec)
             c += 1
-            reason = _stop_reason(cfg, history, time.time() - t0)
-            if reason and c < stop_clock:
-                stop_reason = reason
+            reason = "interrupted" if interrupted.set else \
+                _stop_reason(cfg, history, time.time() - t0)
+            if reason and c < stop_clock and st.stop_reason == "iterations":
+                st.stop_reason = reason
                 stop_clock = call(ps.clock.stop(None), cfg.call_timeout, "stop")
+        st.clock = c
         results = _results(futures, cfg.call_timeout)
-    except BaseException:
+    except BaseException as exc:
+        st.t_fail = time.time()
+        if isinstance(exc, WorkerLost):
+            lost.extend(sorted(used - live_workers(client)))
+        elif isinstance(exc, ClusterError):
+            with contextlib.suppress(Exception):
+                lost.extend(sorted(used - live_workers(client)))
         # Stop the tasks at their next clock wait, give them a moment, then free everything.
-        with contextlib.suppress(Exception):
-            ps.clock.stop(0).result(timeout=5)
-        with contextlib.suppress(Exception):
-            from distributed import wait
-            wait(futures, timeout=10)
-        with contextlib.suppress(Exception):
-            client.cancel(futures)
-        ps.close()
+        _abandon(client, ps, futures, addrs,
+                 timeout=cfg.call_timeout + 5 if isinstance(exc, ClusterError) else 10)
         raise
     z: dict[int, np.ndarray] = {}
     for r in results:
@@ -432,7 +582,7 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
                        starts=[tuple(s) for s in state["starts"]],
                        ticks=[tuple(t) for t in state["ticks"]], ps_info=info,
                        clocks=list(state["completed"]), placement=placement,
-                       stop_reason=stop_reason)
+                       stop_reason=st.stop_reason)
 
 
 def _history_for_store(history: list[dict]) -> list[dict]:
@@ -484,6 +634,17 @@ def _results(futures: list[Any], timeout: float) -> list[Any]:
 # ----------------------------------------------------------------------------- the job
 
 
+def _resume_hint(out: str, cfg: TrainConfig, corpus: Any) -> str:
+    """One line: where training stopped and how to continue."""
+    url = ckpt.checkpoint_url(out) if cfg.checkpoint_every else None
+    attrs = latest_checkpoint(url, cfg.n_topics, corpus.n_tokens)
+    if attrs is None:
+        return ("interrupted: no checkpoint was written (--checkpoint-every 0 or before the "
+                "first one); nothing to resume, run again")
+    return (f"interrupted: checkpoint {url} holds iteration {int(attrs['clock'])}; run the same "
+            f"command with --resume to continue (no model was written to {out})")
+
+
 def train(
     corpus: str,
     out: str,
@@ -509,6 +670,7 @@ def train(
     slow_shards: dict[int, float] | None = None,
     connect_timeout: float = 10.0,
     call_timeout: float = 120.0,
+    max_recoveries: int = 3,
 ) -> str:
     """Train an LDA model on Dask and write it to ``out`` (a ``model.zarr``); return ``out``.
 
@@ -530,6 +692,11 @@ def train(
     overwrite : replace an existing ``out``.
     on_record : callback(s) receiving every metrics record (docs/contracts.md).
     slow_shards : debug — ``{shard: seconds}`` of extra sleep per clock.
+    max_recoveries : lost workers recovered (from the latest checkpoint) before giving up.
+
+    A first SIGINT stops after the current clock, commits a checkpoint and raises
+    :class:`biglda.train.recovery.Interrupted` (exit code 130 in the CLI) whose message says how
+    to resume; no model is written.
 
     Examples
     --------
@@ -545,7 +712,8 @@ def train(
                       seed=int(seed), checkpoint_every=int(checkpoint_every), resume=bool(resume),
                       max_seconds=max_seconds, tol=tol, n_shards=n_shards,
                       sampler_params=dict(sampler_params or {}),
-                      slow_shards=dict(slow_shards or {}), call_timeout=call_timeout)
+                      slow_shards=dict(slow_shards or {}), call_timeout=call_timeout,
+                      max_recoveries=int(max_recoveries))
     if workers is not None and int(workers) < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if int(threads_per_worker) < 1:
@@ -572,8 +740,15 @@ def train(
               "n_words": int(corpus_obj.n_words), "dashboard": client.dashboard_link,
               "pages": pages, "corpus": str(corpus), "out": str(out)})
         try:
-            result = run_training(client, corpus_obj, cfg, out=out, on_record=callbacks,
-                                  run_id=run_id)
+            try:
+                result = run_training(client, corpus_obj, cfg, out=out, on_record=callbacks,
+                                      run_id=run_id)
+            except KeyboardInterrupt:  # a second SIGINT: stopped at once
+                status = "interrupted"
+                raise Interrupted(_resume_hint(out, cfg, corpus_obj)) from None
+            if result.stop_reason == "interrupted":  # no model: it would look finished
+                status = "interrupted"
+                raise Interrupted(_resume_hint(out, cfg, corpus_obj))
             log.info("trained in %.1f s (%s)", time.time() - t0, result.stop_reason)
             doc_ptr = corpus_obj.doc_ptr
 

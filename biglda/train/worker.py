@@ -80,8 +80,9 @@ class _ShardState:
         self.slot = spec.checkpoint_slot
 
 
-def _wait(spec: GroupSpec, shard: int, clock: int) -> bool:
-    """Block until ``shard`` may start ``clock`` under SSP; False if the run stops first."""
+def _wait(spec: GroupSpec, shard: int, clock: int) -> bool | None:
+    """Block until ``shard`` may start ``clock`` under SSP; False if the run stops first, None
+    if the driver aborted it (recovery from a lost worker: write nothing more)."""
     while True:
         state = call(spec.clock.wait(shard, clock, timeout=spec.wait_chunk),
                      spec.wait_chunk + spec.call_timeout,
@@ -90,6 +91,8 @@ def _wait(spec: GroupSpec, shard: int, clock: int) -> bool:
             return True
         if state == "stop":
             return False
+        if state == "abort":
+            return None
 
 
 def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
@@ -119,7 +122,10 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
         for st in states:
             t0 = time.time()
             cpu0 = time.process_time()
-            if not _wait(spec, st.index, clock):
+            go = _wait(spec, st.index, clock)
+            if go is None:  # aborted: the driver restarts every shard from a checkpoint
+                return {}
+            if not go:
                 running = False
                 break
             t_wait = time.time()

@@ -1,0 +1,158 @@
+"""Recovery from lost workers, clean interruption, straggler reports, memory settings.
+
+Strategy for a lost worker ("resume in-process"): the parameter server is a function of all
+``z`` (DESIGN.md), and a committed checkpoint holds the ``z`` of *every* shard at the *same*
+clock (the driver commits a slot only after every shard reported writing it). So when a worker
+is lost — a sampling task fails, an actor call fails, or a worker leaves the scheduler — the
+driver aborts the round, waits for the tasks still running on live workers to return (so no old
+task writes into a checkpoint slot the new tasks use), restarts the table-shard and clock
+actors on the live workers (the nanny's replacement included, when it joins within
+``recovery_wait``), and starts every shard again from the latest committed checkpoint (or from
+the initial ``z`` when there is none): each shard pushes the recount of its ``z``, exactly as
+``--resume`` does. No delta can be applied twice or lost, because the new table is built from
+nothing but the checkpoint's ``z``; the price is at most ``checkpoint_every`` clocks of work.
+Under BSP the chain is deterministic for a seed and shard plan (pulls are by clock), so a
+recovered run ends with the same ``z`` as a run without failures.
+
+This module holds the pieces the driver composes: the errors, the checkpoint lookup, the
+SIGINT flag, the worker-loss and straggler checks, and the Dask memory settings of the
+embedded cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from biglda.errors import BigLDAError, ClusterError
+
+log = logging.getLogger("biglda.train")
+
+# Dask memory management for the workers of the embedded cluster. The parameter-server
+# actors hold the table outside Dask's data store, so spilling cannot shrink them, and a
+# nanny that terminates a worker at 95% of its limit would kill a table shard. The table and
+# caches are sized up front (``check_table_fits``: at most half of the smallest limit), so the
+# workers are told never to terminate or pause themselves; spilling of task results stays on.
+EMBEDDED_MEMORY_CONFIG = {
+    "distributed.worker.memory.terminate": False,
+    "distributed.worker.memory.pause": False,
+}
+
+
+class WorkerLost(ClusterError):
+    """A worker the run uses left the cluster (the driver recovers from it)."""
+
+
+class Interrupted(BigLDAError):
+    """Training was interrupted (SIGINT); the message says how to resume."""
+
+    exit_code = 130
+
+
+@dataclass
+class Recovery:
+    """One recovery: when the failure was seen, what was lost, where the run went back to."""
+
+    failed_clock: int        # the clock the driver was waiting for when it saw the failure
+    resumed_clock: int       # the checkpoint clock every shard restarted from
+    lost_workers: list[str]
+    error: str
+    detect_s: float          # failure seen -> old tasks stopped and actors released
+    restart_s: float         # failure seen -> new actors started and tasks submitted
+    workers: list[str]       # the workers of the new attempt
+
+    def as_record(self, run_id: str) -> dict[str, Any]:
+        return {"type": "recovery", "run_id": run_id, "failed_clock": self.failed_clock,
+                "resumed_clock": self.resumed_clock, "lost_workers": list(self.lost_workers),
+                "error": self.error, "restart_s": self.restart_s, "workers": list(self.workers)}
+
+
+def latest_checkpoint(url: str | None, n_topics: int, n_tokens: int) -> dict[str, Any] | None:
+    """Attributes of the committed checkpoint at ``url``, or None if there is none (yet)."""
+    if url is None:
+        return None
+    from biglda.train import checkpoint as ckpt
+
+    try:
+        return ckpt.open_checkpoint(url, n_topics, n_tokens)
+    except BigLDAError:
+        return None
+
+
+def live_workers(client: Any) -> set[str]:
+    """Addresses of the workers the scheduler knows now (a fresh query)."""
+    return set(client.scheduler_info(n_workers=-1)["workers"])
+
+
+def check_workers(client: Any, used: set[str]) -> None:
+    """Raise :class:`WorkerLost` if a worker in ``used`` is no longer in the cluster."""
+    lost = sorted(used - live_workers(client))
+    if lost:
+        raise WorkerLost(f"lost worker(s) {', '.join(lost)}")
+
+
+def wait_for_workers(client: Any, n: int, timeout: float) -> None:
+    """Wait up to ``timeout`` s for ``n`` workers (a nanny's replacement); never raises."""
+    deadline = time.monotonic() + timeout
+    while len(live_workers(client)) < n and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def find_stragglers(rows: list[dict], factor: float, min_excess_s: float = 0.05) -> list[str]:
+    """Workers whose sampling of one clock took ``factor`` x longer per token than the others.
+
+    ``rows``: the shards' statistics of one clock. A worker's time is its shards' clock time
+    minus the SSP wait (waiting is the symptom in *other* workers, not slowness), per token;
+    it is compared with the median of the *other* workers (with two workers, the other one).
+    ``min_excess_s`` keeps scheduling noise on very short clocks from being reported.
+    """
+    busy: dict[str, list[float]] = {}
+    for r in rows:
+        acc = busy.setdefault(r["worker"], [0.0, 0.0])
+        acc[0] += max(0.0, r["clock_s"] - r["wait_s"])
+        acc[1] += max(1, r["tokens"])
+    if len(busy) < 2:
+        return []
+    rate = {w: s / n for w, (s, n) in busy.items()}
+    out = []
+    for w, (s, n) in busy.items():
+        others = float(np.median([v for o, v in rate.items() if o != w]))
+        if rate[w] > factor * others and s - others * n > min_excess_s:
+            out.append(w)
+    return sorted(out)
+
+
+class InterruptFlag:
+    """Set by the first SIGINT; a second SIGINT raises KeyboardInterrupt (hard stop)."""
+
+    def __init__(self) -> None:
+        self.set = False
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.set:
+            raise KeyboardInterrupt
+        self.set = True
+        log.warning("interrupt: stopping after the current clock and writing a checkpoint "
+                    "(interrupt again to stop at once)")
+
+
+@contextlib.contextmanager
+def interrupt_flag() -> Iterator[InterruptFlag]:
+    """Catch SIGINT as a flag while the driver runs (main thread only; restored after)."""
+    flag = InterruptFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.signal(signal.SIGINT, flag._handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
