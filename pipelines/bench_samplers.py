@@ -207,7 +207,8 @@ def report(results, args, n_words) -> None:
           f"python {platform.python_version()}; 1 shard, 1 thread; alpha={args.alpha}, "
           f"beta={args.beta}; N={n}, V={n_words}\n")
     print(f"| K | sampler | Mtok/s (CPU) | Mtok/s (wall) | vs tomotopy | Mtok/s last 3 it | "
-          f"LL/token @ {args.iterations} it | LL/token @ budget | budget s | accept |")
+          f"LL/token @ {args.iterations} it | LL/token @ budget (<= {3 * args.iterations} it) | "
+          f"budget s | accept |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for k in args.topics:
         rows = [r for r in results if r["n_topics"] == k]
@@ -227,7 +228,8 @@ def report(results, args, n_words) -> None:
             acc = last.get("accept_rate")
             print(f"| {k} | {r['sampler']} | {cpu_t / 1e6:.2f} | {wall_t / 1e6:.2f} | {ratio} | "
                   f"{last3 / 1e6:.2f} | "
-                  f"{last['ll_per_token']:.4f} | {b['ll_per_token']:.4f} (it {b['iteration']}) | "
+                  f"{last['ll_per_token']:.4f} | {b['ll_per_token']:.4f} (it {b['iteration']}, "
+                  f"{b['cpu_s']:.0f}s) | "
                   f"{r['budget_s']:.1f} | {'-' if acc is None else f'{acc:.2f}'} |")
     print("\nMemory of the sampler state (z uint16 + cached n_wk int32 [V, K] + n_k) and of the "
           "per-sweep tables, at the end of each run:\n")

@@ -110,7 +110,7 @@ def _word_lists(tokens, n_wk, bits):
             bigger[:start[w] + n] = packed[:start[w] + n]
             packed = bigger
     start[n_rows] = p
-    return start, length, packed
+    return start, length, packed[:p].copy()
 
 
 @njit(nogil=True, cache=True)
