@@ -119,8 +119,29 @@ class PSShard:
         low = int(self.applied.min())
         if low > self._snap_clock:
             self._snap_clock = low
-            self._snapshots[low] = (self.row_ll, self.n_k.copy())
+            self._snapshots[low] = self._state_after(low)
         return True
+
+    def _state_after(self, clock: int) -> tuple[float, np.ndarray]:
+        """``(row_ll, n_k part)`` of the table after every shard's clock ``clock`` and nothing later.
+
+        Under SSP faster shards may already have pushed later clocks; their deltas are still in
+        the log (the slowest shard has not received them), so they are taken out and put back
+        (exact integer arithmetic on the table; the LL of the cut is computed on the way). This
+        makes the reported joint LL that of one consistent state: every shard after ``clock``.
+        """
+        later = [e for e in self._log if e[1] > clock]
+        if not later:
+            return self.row_ll, self.n_k.copy()
+        ll = self.row_ll
+        n_k = self.n_k.copy()
+        scratch = np.zeros(self.n_topics, dtype=np.int64)
+        for _, _, r, t, c, dk in reversed(later):
+            ll += apply_delta_ll(self.n_wk, r, t, -c, self.beta, self._lg, scratch)
+            n_k -= dk
+        for _, _, r, t, c, _ in later:
+            apply_delta_ll(self.n_wk, r, t, c, self.beta, self._lg, scratch)
+        return ll, n_k
 
     # -- pulls --------------------------------------------------------------------------
     def attach(self, shard: int, words: np.ndarray, upto: int
@@ -131,7 +152,8 @@ class PSShard:
         received)``: the table without the logged deltas of clocks after ``upto`` (those come
         with later pulls), so what a shard sees does not depend on when it asked — under BSP
         the same seed and shard layout give the same run. ``received`` (int64 [n_shards]) is
-        what to pass to the next :meth:`pull`.
+        what to pass to the next :meth:`pull`: ``upto``, or less for a writer that has not
+        pushed ``upto`` yet.
         """
         shard, upto = int(shard), int(upto)
         rows = np.asarray(words, dtype=np.int64) - self.row_start
@@ -148,7 +170,8 @@ class PSShard:
                 keep = mask[r]
                 add_coo(out, local[r[keep]], t[keep], -c[keep])
                 n_k -= dk
-        received = np.full(self.n_shards, upto, dtype=np.int64)
+        # a writer that has not pushed ``upto`` yet (SSP) still owes its later clocks
+        received = np.minimum(self.applied, upto)
         self._received[shard] = received
         self.bytes_out += out.nbytes + n_k.nbytes
         return out, n_k, received
@@ -198,7 +221,9 @@ class PSShard:
         got = self._received.copy()
         np.fill_diagonal(got, np.iinfo(np.int64).max)
         low = got.min(axis=0)  # per writer: the clock every reader has
-        self._log = [e for e in self._log if e[1] > low[e[0]]]
+        # ... and clocks after the slowest shard's stay for its snapshot (see _state_after)
+        slowest = int(self.applied.min())
+        self._log = [e for e in self._log if e[1] > low[e[0]] or e[1] > slowest]
 
     # -- read-outs ----------------------------------------------------------------------
     def snapshot(self, clock: int) -> tuple[float, np.ndarray] | None:

@@ -51,9 +51,10 @@ from biglda.train.recovery import (
     interrupt_flag,
     latest_checkpoint,
     live_workers,
+    run_group_failfast,
     wait_for_workers,
 )
-from biglda.train.worker import GroupSpec, run_group
+from biglda.train.worker import GroupSpec
 
 log = logging.getLogger("biglda.train")
 
@@ -84,6 +85,7 @@ class TrainConfig:
     max_recoveries: int = 3          # lost workers recovered per run before giving up
     recovery_wait: float = 10.0      # seconds to wait for a replacement worker to join
     straggler_factor: float = 2.0    # "straggler": this many times slower per token
+    connect_timeout: float = 10.0    # tasks' connects to actors (a dead worker's fail after it)
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("n_topics", "iterations", "sampler", "alpha",
@@ -501,7 +503,8 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
             call_timeout=cfg.call_timeout,
             slow_shards={int(k): float(v) for k, v in cfg.slow_shards.items()})
         futures.append(client.submit(
-            run_group, spec, workers=[addr], allow_other_workers=False, pure=False,
+            run_group_failfast, spec, cfg.connect_timeout, workers=[addr],
+            allow_other_workers=False, pure=False,
             key=f"biglda-{run_id}-{st.attempt}-{addr}-{len(futures)}"))
         addrs.append(addr)
     if st.on_started is not None:

@@ -156,3 +156,20 @@ def interrupt_flag() -> Iterator[InterruptFlag]:
         yield flag
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def run_group_failfast(spec: Any, connect_timeout: float) -> dict[int, np.ndarray]:
+    """:func:`biglda.train.worker.run_group` with a short connect timeout for its actor calls.
+
+    A call to an actor on a dead worker fails only after Dask gave up connecting
+    (``distributed.comm.timeouts.connect``, 30 s by default, retrying "connection refused").
+    Until then the task holds its worker thread, and the recovered run cannot start there. The
+    setting is process-wide while the task runs (the worker's own comms see it too), so it is
+    kept well above a healthy connect on a cluster network.
+    """
+    import dask
+
+    from biglda.train.worker import run_group
+
+    with dask.config.set({"distributed.comm.timeouts.connect": f"{float(connect_timeout)}s"}):
+        return run_group(spec)

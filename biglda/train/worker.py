@@ -30,6 +30,8 @@ from biglda.ps.cache import ShardCache
 from biglda.ps.calls import call
 from biglda.train import checkpoint as ckpt
 
+FRESHEST = 2**62  # "every clock that has arrived"
+
 
 @dataclass(frozen=True)
 class GroupSpec:
@@ -129,11 +131,14 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
                 running = False
                 break
             t_wait = time.time()
-            # everything pushed for clocks before this one (at least up to clock - 1 - s has
-            # arrived, by the wait); later clocks' deltas come with later pulls
-            pulled = (st.cache.refresh(spec.ps_shards, clock - 1, spec.call_timeout)
+            # BSP: exactly the deltas of the clocks before this one (all arrived, by the wait),
+            # so a seed and shard layout give the same run. SSP: whatever has arrived (at least
+            # up to clock - 1 - s, by the wait) — fresher reads than the bound are allowed and
+            # help a slow shard most.
+            upto = clock - 1 if spec.staleness == 0 else FRESHEST
+            pulled = (st.cache.refresh(spec.ps_shards, upto, spec.call_timeout)
                       if st.attached else
-                      st.cache.attach(spec.ps_shards, clock - 1, spec.call_timeout))
+                      st.cache.attach(spec.ps_shards, upto, spec.call_timeout))
             st.attached = True
             t_pull = time.time()
             kcpu0 = time.thread_time()

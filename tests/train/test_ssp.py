@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
+from biglda.corpus import Corpus
+from biglda.samplers import joint_loglik
 from biglda.train.driver import TrainConfig, run_training, validate
 
 ITERATIONS = 8
@@ -49,5 +52,8 @@ def test_async_lets_the_fast_shard_run_ahead(local_cluster, synth_corpus, recoun
     slow_half = _reached(r.ticks, 1, ITERATIONS // 2)
     assert fast_done < slow_half
     assert max(clock - low for _, clock, _, low in r.starts) > 3
-    n_wk, n_k, _ = recount(url, r)  # consistent whatever the staleness
+    n_wk, n_k, z = recount(url, r)  # consistent whatever the staleness
     assert (r.n_wk == n_wk).all() and (r.n_k == n_k).all()
+    corpus = Corpus.open(url)
+    ll = joint_loglik(corpus.doc_ptr, z, n_wk, n_k, np.full(8, 0.1), 0.01, corpus.n_words)
+    assert math.isclose(r.history[-1]["ll"], ll, rel_tol=1e-9)
