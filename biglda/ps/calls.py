@@ -8,7 +8,7 @@ connection into one line that says which call failed and why.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from biglda.errors import ClusterError
@@ -22,9 +22,26 @@ def _fail(what: str, exc: BaseException, timeout: float) -> ClusterError:
     return ClusterError(f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
 
-def call(actor_future: Any, timeout: float, what: str) -> Any:
-    """``actor_future.result(timeout)``, raising :class:`ClusterError` on timeout or a lost worker."""
+def call(actor_future: Any, timeout: float, what: str,
+         check: Callable[[], None] | None = None, every: float = 1.0) -> Any:
+    """``actor_future.result(timeout)``, raising :class:`ClusterError` on timeout or a lost worker.
+
+    ``check``: called every ``every`` seconds while there is no answer; it raises to give up
+    early. A call to an actor on a dead worker otherwise fails only once Dask stops retrying
+    the connection (``distributed.comm.timeouts.connect``, 30 s by default), whereas the
+    scheduler knows a worker is gone at once (the driver checks that).
+    """
+    deadline = time.monotonic() + timeout
     try:
+        if check is not None:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    return actor_future.result(timeout=max(0.001, min(every, left)))
+                except TimeoutError:
+                    if left <= every:
+                        raise
+                check()
         return actor_future.result(timeout=timeout)
     except (TimeoutError, *_LOST) as exc:
         raise _fail(what, exc, timeout) from None
@@ -34,12 +51,13 @@ def call(actor_future: Any, timeout: float, what: str) -> Any:
         raise
 
 
-def call_all(actor_futures: Sequence[Any], timeout: float, what: str) -> list[Any]:
+def call_all(actor_futures: Sequence[Any], timeout: float, what: str,
+             check: Callable[[], None] | None = None) -> list[Any]:
     """Results of several actor calls issued together, all within one ``timeout``."""
     deadline = time.monotonic() + timeout
     out = []
     for fut in actor_futures:
-        out.append(call(fut, max(0.001, deadline - time.monotonic()), what))
+        out.append(call(fut, max(0.001, deadline - time.monotonic()), what, check))
     return out
 
 

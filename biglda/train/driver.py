@@ -417,6 +417,8 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
             t_stopped = time.time()
             log.warning("recovering from a lost worker at clock %d: %s", st.clock, error)
             wait_for_workers(client, n_workers, cfg.recovery_wait)
+            log.info("recovery: %d workers after %.1f s", len(live_workers(client)),
+                     time.time() - t_stopped)
             slots = _worker_slots(client, timeout=cfg.recovery_wait + 30.0)
             _check_fits(corpus, cfg, slots, shards)
             attrs = latest_checkpoint(ck_url, cfg.n_topics, corpus.n_tokens)
@@ -455,8 +457,11 @@ def _abandon(client: Any, ps: Any, futures: list[Any], addrs: list[str], timeout
     """Stop an attempt: abort the tasks, wait for those on live workers, free everything.
 
     Waiting matters: a task still running when the next attempt starts could write its ``z``
-    into the checkpoint slot the new tasks write. Tasks on a lost worker never ran again (they
-    are pinned to its address) and are only cancelled.
+    into the checkpoint slot the new tasks write. A task on a live worker gets "abort" from a
+    live clock at its next wait; one blocked in a call to a dead actor (up to the connect
+    timeout) can write nothing more, and it blocks only its own thread (tasks secede, see
+    :func:`biglda.train.recovery.run_group_failfast`), so the wait is short. Tasks on a lost
+    worker never run again (they are pinned to its address) and are only cancelled.
     """
     from distributed import wait
 
@@ -465,7 +470,10 @@ def _abandon(client: Any, ps: Any, futures: list[Any], addrs: list[str], timeout
     with contextlib.suppress(Exception):
         live = live_workers(client)
         running = [f for f, a in zip(futures, addrs, strict=True) if a in live]
+        t0 = time.monotonic()
         wait(running, timeout=timeout)
+        log.info("abandoned attempt: %d tasks on live workers stopped in %.1f s", len(running),
+                 time.monotonic() - t0)
         if any(f.status == "pending" for f in running):
             log.warning("some training tasks did not stop within %g s", timeout)
     with contextlib.suppress(Exception):
@@ -512,6 +520,9 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
         st.on_started = None
     used = set(workers)
 
+    def watch() -> None:  # while an actor call has no answer: is every worker still there?
+        check_workers(client, used)
+
     log.info("parameter server and %d tasks placed on %d workers", len(futures), len(slots))
     t0 = time.time()
     t_prev = t0
@@ -521,7 +532,7 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
         while c < stop_clock:
             st.clock = c
             stats = call(ps.clock.iteration(c, timeout=poll), poll + cfg.call_timeout,
-                         "waiting for the shards")
+                         "waiting for the shards", check=watch)
             if stats is None:
                 _check_tasks(futures)
                 check_workers(client, used)
@@ -529,10 +540,11 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
                     st.stop_reason = "interrupted"
                     stop_clock = call(ps.clock.stop(None), cfg.call_timeout, "stop")
                 continue
-            word = call_all([a.snapshot(c) for a in ps.shards], cfg.call_timeout, "log-lik")
+            word = call_all([a.snapshot(c) for a in ps.shards], cfg.call_timeout, "log-lik",
+                            check=watch)
             if any(w is None for w in word):  # cannot happen: ticks follow pushes
                 raise ClusterError(f"table shards have no snapshot of clock {c}")
-            clocks = call(ps.clock.clocks(), cfg.call_timeout, "clocks")
+            clocks = call(ps.clock.clocks(), cfg.call_timeout, "clocks", check=watch)
             rec = _record(run_id, c, cfg, stats, word, corpus.n_tokens, corpus.n_words,
                           t_prev, t0, clocks, placement, history)
             rec["stragglers"] = find_stragglers(list(stats.values()), cfg.straggler_factor)
@@ -564,8 +576,7 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
             with contextlib.suppress(Exception):
                 lost.extend(sorted(used - live_workers(client)))
         # Stop the tasks at their next clock wait, give them a moment, then free everything.
-        _abandon(client, ps, futures, addrs,
-                 timeout=cfg.call_timeout + 5 if isinstance(exc, ClusterError) else 10)
+        _abandon(client, ps, futures, addrs, timeout=5.0)
         raise
     z: dict[int, np.ndarray] = {}
     for r in results:

@@ -159,17 +159,22 @@ def interrupt_flag() -> Iterator[InterruptFlag]:
 
 
 def run_group_failfast(spec: Any, connect_timeout: float) -> dict[int, np.ndarray]:
-    """:func:`biglda.train.worker.run_group` with a short connect timeout for its actor calls.
+    """:func:`biglda.train.worker.run_group`, seceded from the worker's thread pool.
 
-    A call to an actor on a dead worker fails only after Dask gave up connecting
-    (``distributed.comm.timeouts.connect``, 30 s by default, retrying "connection refused").
-    Until then the task holds its worker thread, and the recovered run cannot start there. The
-    setting is process-wide while the task runs (the worker's own comms see it too), so it is
-    kept well above a healthy connect on a cluster network.
+    A call to an actor on a dead worker fails only once Dask gives up connecting (up to
+    ``distributed.comm.timeouts.connect``, 30 s by default) or the call times out. An aborted
+    task blocked in such a call would hold its worker's only thread, and the recovered run's
+    task for that worker could not start until it returns. Seceded, it blocks only its own
+    thread; it ends with an error at the latest after ``call_timeout`` and can no longer write
+    a checkpoint (its next step needs the dead actor, or gets "abort" from the live clock).
+    The connect timeout is shortened while the task runs (process-wide: kept well above a
+    healthy connect on a cluster network).
     """
     import dask
+    from distributed import secede
 
     from biglda.train.worker import run_group
 
+    secede()
     with dask.config.set({"distributed.comm.timeouts.connect": f"{float(connect_timeout)}s"}):
         return run_group(spec)

@@ -20,7 +20,8 @@ KILL_AFTER = 5   # iterations recorded before the kill (checkpoint of clock 4 co
 
 def _cfg(**kw):
     base = dict(n_topics=8, iterations=ITERATIONS, sampler="cgs", n_shards=3, seed=3,
-                checkpoint_every=2, top_words_every=0, recovery_wait=20.0, call_timeout=30.0)
+                checkpoint_every=2, top_words_every=0, recovery_wait=20.0, call_timeout=30.0,
+                connect_timeout=3.0)
     base.update(kw)
     return TrainConfig(**base)
 
