@@ -48,6 +48,7 @@ from biglda.train.recovery import (
     WorkerLost,
     check_workers,
     find_stragglers,
+    ignore_sigint,
     interrupt_flag,
     latest_checkpoint,
     live_workers,
@@ -189,8 +190,10 @@ def connect(scheduler: Any = None, workers: int | None = None, threads_per_worke
     import dask
 
     n = int(workers) if workers else max(1, (os.cpu_count() or 1) // max(1, threads_per_worker))
-    # the nannies read the memory thresholds when they start (see recovery.py for why)
-    with dask.config.set(EMBEDDED_MEMORY_CONFIG):
+    # the nannies read the memory thresholds when they start (see recovery.py for why); the
+    # worker processes ignore SIGINT, so Ctrl-C (sent to the whole process group) reaches the
+    # driver only, which stops cleanly with a checkpoint
+    with dask.config.set(EMBEDDED_MEMORY_CONFIG), ignore_sigint():
         cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
                                processes=True, dashboard_address="127.0.0.1:0",
                                host="127.0.0.1")
@@ -406,7 +409,9 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
                 result.recoveries = recoveries
                 return result
             except ClusterError as exc:
-                if interrupted.set or len(recoveries) >= cfg.max_recoveries:
+                if interrupted.set:  # the user asked to stop: no recovery
+                    raise KeyboardInterrupt from exc
+                if len(recoveries) >= cfg.max_recoveries:
                     if recoveries:
                         raise ClusterError(f"{str(exc).splitlines()[0]} (after "
                                            f"{len(recoveries)} recoveries)") from None
@@ -577,6 +582,10 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
                 lost.extend(sorted(used - live_workers(client)))
         # Stop the tasks at their next clock wait, give them a moment, then free everything.
         _abandon(client, ps, futures, addrs, timeout=5.0)
+        if isinstance(exc, RuntimeError) and "lost" in str(exc).lower():
+            # distributed: "Worker holding Actor was lost" (on attribute access, in a task too)
+            lost.extend(sorted(used - live_workers(client)))
+            raise WorkerLost(str(exc).splitlines()[0]) from None
         raise
     z: dict[int, np.ndarray] = {}
     for r in results:
@@ -630,6 +639,7 @@ def _check_tasks(futures: list[Any]) -> None:
     for f in futures:
         if f.status == "error":
             f.result()  # raises the task's exception (a BigLDAError stays one line)
+            # (a RuntimeError "Worker holding Actor was lost" becomes WorkerLost in _attempt)
         if f.status in ("cancelled", "lost"):
             raise ClusterError(f"a training task was {f.status} (a worker may have been lost)")
 

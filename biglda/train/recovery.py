@@ -130,6 +130,23 @@ def find_stragglers(rows: list[dict], factor: float, min_excess_s: float = 0.05)
     return sorted(out)
 
 
+@contextlib.contextmanager
+def ignore_sigint() -> Iterator[None]:
+    """Ignore SIGINT while worker processes are started (they inherit it across exec).
+
+    Python leaves SIGINT ignored in a process that starts with it ignored, so the workers of
+    the embedded cluster do not die of the Ctrl-C meant for the driver. Main thread only.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class InterruptFlag:
     """Set by the first SIGINT; a second SIGINT raises KeyboardInterrupt (hard stop)."""
 
