@@ -37,9 +37,10 @@ def synth_url(tmp_path_factory, synthetic):
     return url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster3():
-    """A real 3-process LocalCluster with nannies (a killed worker is replaced)."""
+    """A real 3-process LocalCluster with nannies (a killed worker is replaced, so the cluster
+    stays usable after a test killed one)."""
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=3, threads_per_worker=1, processes=True,
