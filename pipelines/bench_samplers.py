@@ -33,6 +33,7 @@ import numpy as np
 from biglda.samplers import (
     RandomKey,
     count_from_z,
+    fit_local,
     get_sampler,
     init_z,
     joint_loglik,
@@ -150,7 +151,12 @@ def main(argv=None) -> int:
     ap.add_argument("--beta", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--steady", type=int, default=0, metavar="ITER",
+                    help="instead: biglda throughput after ITER sweeps (mean of the last 5), "
+                         "once the sparse structures have settled; no LL, no tomotopy")
     args = ap.parse_args(argv)
+    if args.steady:
+        return steady(args)
 
     samplers = list(args.samplers)
     if "tomotopy" in samplers:
@@ -197,6 +203,33 @@ def main(argv=None) -> int:
     report(results, args, n_words)
     if args.json:
         Path(args.json).write_text(json.dumps({"argv": sys.argv, "results": results}, indent=1))
+    return 0
+
+
+def steady(args) -> int:
+    tokens, doc_ptr, vocab = load_corpus(args.corpus, Path(args.cache_dir))
+    n, n_words = len(tokens), len(vocab)
+    print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, "
+          f"{os.cpu_count()} cores (shared); N={n}, V={n_words}; tokens per CPU second over "
+          f"sweeps {args.steady - 4}..{args.steady}\n")
+    print("| K | sampler | Mtok/s (CPU) | first sweep Mtok/s |")
+    print("|---|---|---|---|")
+    for k in args.topics:
+        for name in [s for s in args.samplers if s != "tomotopy"]:
+            sampler = get_sampler(name)
+            fit_local(tokens[:doc_ptr[100]], doc_ptr[:101], n_words, k, name, iterations=1,
+                      loglik_every=0)  # load / compile the kernels outside the timing
+            z = init_z(n, k, RandomKey(args.seed, -1))
+            n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+            secs = []
+            for it in range(1, args.steady + 1):
+                t = time.thread_time()
+                sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, args.alpha, args.beta, n_words,
+                              RandomKey(args.seed, it))
+                secs.append(time.thread_time() - t)
+            last = secs[-5:]
+            print(f"| {k} | {name} | {n * len(last) / sum(last) / 1e6:.2f} | "
+                  f"{n / secs[0] / 1e6:.2f} |", flush=True)
     return 0
 
 
