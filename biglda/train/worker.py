@@ -9,10 +9,13 @@ worker is recovered by recounting ``z`` from a checkpoint either way). Measured 
 machine of this project (loaded): a task round trip to a given worker takes ~14 ms median, an
 actor call ~1.1 ms; a demo-corpus clock is ~50 ms, so per-clock tasks would add ~30% there
 (~1.5% on the Debian corpus at K = 1000, whose clocks take ~1 s). With long-running tasks the
-time outside the sampling kernel was 8.6% of a clock on one worker at K = 1000
-(``pipelines/bench_train.py``). Tasks do not ``secede``: there is exactly one task per worker
-thread, and each worker runs its actors' sync methods in a separate actor thread and ``async``
-ones (the clock) on its event loop, so a task waiting on a clock never blocks an actor.
+time outside the sampling kernel was 6.2% of a clock on one worker and 9.9% on two at K = 1000
+(``pipelines/bench_train.py``). The driver submits :func:`run_group` through
+:func:`biglda.train.recovery.run_group_failfast`, which secedes from the worker's thread pool
+(so a task stuck on a dead actor does not hold the thread a recovered run needs); there is one
+such task per worker thread. Each worker runs its actors' sync methods in a separate actor
+thread and ``async`` ones (the clock) on its event loop, so a task waiting on a clock never
+blocks an actor.
 
 Every actor call has a timeout (:mod:`biglda.ps.calls`); a clock wait is a sequence of short
 server-side waits, so a lost clock actor surfaces as a :class:`biglda.errors.ClusterError`.
