@@ -2,10 +2,14 @@
 
 Per token, ``mh_steps`` rounds of two MH steps that each leave p(z_i | z_¬i) invariant:
 
-* word proposal q_w(k) ∝ (n_wk + beta) / (n_k + V beta), from alias tables built once
-  per sweep (per clock) from the cached rows. The rows are then *stale*: the acceptance
-  ratio uses the probabilities the tables actually produce (``prob`` of
-  ``_build_alias``), not the current counts, so the chain stays exact:
+* word proposal q_w(k) ∝ (n_wk + beta) / (n_k + V beta), from alias tables built twice
+  per sweep (per clock): the documents are split into even and odd halves, and the tables
+  for one half come from the counts *without* that half (the other half and the other
+  shards' cached counts), which stay fixed while it is swept. The proposal therefore
+  depends only on z_¬i; tables that included the swept tokens would make it depend on
+  where the sweep started, and that chain is biased (the exact-posterior test sees it).
+  The acceptance ratio uses the probabilities the tables actually produce (``prob`` of
+  ``_build_alias``, integer thresholds included), not the current counts:
   a = min(1, p(t) q_w(s) / (p(s) q_w(t))).
   Storage is sparse for every K (sec. 4 of the paper): per word an alias table over its
   non-zero entries n_wk / (n_k + V beta) (topics ascending, for binary-search lookup)
