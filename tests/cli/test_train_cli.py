@@ -154,9 +154,10 @@ def dask_cluster():
             p.terminate()
         for p in procs:
             try:
-                p.wait(timeout=20)
+                p.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                p.kill()
+                p.kill()  # a worker closing gracefully can take longer; it is only ours
+                p.wait(timeout=10)
 
 
 def _cli(*args):
