@@ -30,17 +30,22 @@ def test_bad_names_and_settings(args, kwargs, match):
         get_sampler(*args, **kwargs)
 
 
-def test_gpu_without_backend_names_the_cause():
+def test_gpu_request_is_an_error_naming_the_cause_or_a_gpu_sampler():
+    # Without a usable GPU the request fails with the reason (whether the GPU module is
+    # missing or CUDA is); it never falls back to the CPU.
     try:
-        import importlib.util
+        sampler = get_sampler("cgs", "gpu")
+    except ConfigError as exc:
+        assert "gpu" in str(exc).lower() and "\n" not in str(exc)
+    else:
+        assert sampler.backend == "gpu"
 
-        has_gpu_module = importlib.util.find_spec("biglda.samplers.cgs_gpu") is not None
-    except ImportError:
-        has_gpu_module = False
-    if has_gpu_module:
-        pytest.skip("a GPU backend is installed; its own tests cover it")
+
+def test_missing_gpu_module_names_the_cause():
+    from biglda.samplers.registry import _load_gpu
+
     with pytest.raises(ConfigError, match="no GPU backend is installed"):
-        get_sampler("cgs", "gpu")
+        _load_gpu("nosuchalgorithm")
 
 
 def test_import_touches_no_cuda():
