@@ -9,7 +9,7 @@ import numpy as np
 
 from biglda.errors import ConfigError
 from biglda.samplers.base import as_alpha
-from biglda.samplers.counts import count_from_z, init_z, joint_loglik
+from biglda.samplers.counts import count_from_z, init_z, joint_loglik, z_dtype
 from biglda.samplers.registry import get_sampler
 from biglda.samplers.rng import RandomKey
 
@@ -80,7 +80,7 @@ def fit_local(tokens, doc_ptr, n_words: int, n_topics: int, algorithm: str = "cg
     if z is None:
         z = init_z(tokens.shape[0], n_topics, RandomKey(seed, INIT_ITERATION, 0))
     else:
-        z = np.array(z, copy=True)
+        z = np.ascontiguousarray(z).astype(z_dtype(n_topics), copy=True)
     n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
     history: list[dict] = []
     elapsed = 0.0
