@@ -618,6 +618,8 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
             print(f"[{st.name}] skipped: up to date", flush=True)
         elif what == "start":
             print(f"[{st.name}] running {st.kind} ({info['reason']})", flush=True)
+        elif what == "progress":
+            print(f"[{st.name}] {info['text']}", flush=True)
         elif what == "done":
             print(f"[{st.name}] done in {info['seconds']:.1f}s: {info['summary']}", flush=True)
 

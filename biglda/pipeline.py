@@ -423,6 +423,7 @@ class StageResult:
 
 
 Event = Callable[[str, Stage, dict[str, Any]], None]
+Note = Callable[[str], None]  # a stage's progress line
 
 
 def run_pipeline(p: Pipeline, *, force: bool = False, stages: Iterable[str] | None = None,
@@ -504,7 +505,7 @@ def _run_selected(p: Pipeline, selected: set[str], force: bool, emit: Event) -> 
         why = "forced" if force else why
         emit("start", st, {"reason": why})
         t0 = time.perf_counter()
-        summary = _run_stage(p, st)
+        summary = _run_stage(p, st, lambda text, st=st: emit("progress", st, {"text": text}))
         seconds = time.perf_counter() - t0
         emit("done", st, {"seconds": seconds, "summary": summary})
         results.append(StageResult(st.name, st.kind, "ran", why, seconds, summary))
@@ -529,7 +530,7 @@ def _select(p: Pipeline, names: Iterable[str] | None) -> set[str]:
     return out
 
 
-def _run_stage(p: Pipeline, st: Stage) -> str:
+def _run_stage(p: Pipeline, st: Stage, note: Note) -> str:
     record = p.record_path(st)
     if os.path.exists(record):
         os.remove(record)  # from here on, nothing claims this stage succeeded
@@ -541,7 +542,7 @@ def _run_stage(p: Pipeline, st: Stage) -> str:
     params = resolved_params(p, st)
     started = time.time()
     try:
-        summary = _RUNNERS[st.kind](p, st, params, folder)
+        summary = _RUNNERS[st.kind](p, st, params, folder, note)
         for fn in st.outputs.values():
             if not os.path.exists(os.path.join(folder, fn)):
                 raise PipelineError(f"did not write its output {fn}")
@@ -578,7 +579,8 @@ def _check_keys(st: Stage, params: dict, allowed: Iterable[str]) -> None:
 # --------------------------------------------------------------------------- stage kinds
 
 
-def _run_synth(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
+def _run_synth(p: Pipeline, st: Stage, params: dict, folder: str,
+               note: Note) -> str:
     from biglda.corpus.synth import SynthSpec, write_synthetic
 
     fields = set(SynthSpec.__dataclass_fields__)
@@ -595,7 +597,8 @@ _INGEST_KEYS = ("input", "format", "lowercase", "token_pattern", "pretokenized",
                 "chunk_tokens", "jobs")
 
 
-def _run_ingest(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
+def _run_ingest(p: Pipeline, st: Stage, params: dict, folder: str,
+                note: Note) -> str:
     from biglda.corpus.ingest import ingest
 
     _check_keys(st, params, _INGEST_KEYS)
@@ -643,7 +646,8 @@ def split_corpus(url: str, train_url: str, test_url: str, test_fraction: float,
     return sizes[0], sizes[1]
 
 
-def _run_split(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
+def _run_split(p: Pipeline, st: Stage, params: dict, folder: str,
+               note: Note) -> str:
     _check_keys(st, params, ("corpus", "test_fraction", "seed"))
     n_train, n_test = split_corpus(params["corpus"], os.path.join(folder, "train.zarr"),
                                    os.path.join(folder, "test.zarr"),
@@ -658,7 +662,8 @@ _TRAIN_KEYS = ("corpus", "n_topics", "iterations", "sampler", "alpha", "beta", "
                "connect_timeout", "call_timeout")
 
 
-def _run_train(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
+def _run_train(p: Pipeline, st: Stage, params: dict, folder: str,
+               note: Note) -> str:
     from biglda.train.driver import train
 
     _check_keys(st, params, _TRAIN_KEYS)
@@ -673,15 +678,20 @@ def _run_train(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
     kw.setdefault("iterations", 100)
     metrics = open(os.path.join(folder, "metrics.jsonl"), "w")  # noqa: SIM115 - closed below
     last: dict[str, Any] = {}
+    shown = [0.0]
 
     def on_record(rec: dict) -> None:
         metrics.write(json.dumps(rec, default=str) + "\n")
         metrics.flush()
         if rec.get("type") == "iteration":
             last.update(rec)
-            log.info("%s: iteration %d/%d, LL/token %.4f, %.0f tokens/s", st.name,
-                     rec["iteration"], rec["n_iterations"], rec["ll_per_token"],
-                     rec["tokens_per_s"])
+            # A progress line for the first and last iteration and at most every 30 s.
+            now = time.monotonic()
+            if rec["iteration"] in (1, rec["n_iterations"]) or now - shown[0] >= 30:
+                shown[0] = now
+                note(f"iteration {rec['iteration']}/{rec['n_iterations']}: LL/token "
+                     f"{rec['ll_per_token']:.4f}, {rec['tokens_per_s']:,.0f} tokens/s, "
+                     f"{rec['elapsed']:.0f} s")
 
     peaks = _PeakMemory()
     try:
@@ -792,7 +802,8 @@ _EVAL_KEYS = ("model", "test", "coherence_corpus", "truth", "burn_in", "samples"
               "window", "seed", "jobs", "diversity_top_n")
 
 
-def _run_evaluate(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
+def _run_evaluate(p: Pipeline, st: Stage, params: dict, folder: str,
+                  note: Note) -> str:
     from biglda.corpus import Corpus, load_truth
     from biglda.model import load
 
@@ -842,7 +853,8 @@ def _run_evaluate(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
     return ", ".join(parts)
 
 
-def _run_report(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
+def _run_report(p: Pipeline, st: Stage, params: dict, folder: str,
+                note: Note) -> str:
     from importlib.metadata import entry_points
 
     _check_keys(st, params, ("model", "top_n"))
@@ -854,7 +866,8 @@ def _run_report(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
     return f"wrote {os.path.relpath(out)}"
 
 
-def _run_script(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
+def _run_script(p: Pipeline, st: Stage, params: dict, folder: str,
+                note: Note) -> str:
     script = params["script"]
     if not os.path.isfile(script):
         raise ConfigError(f"script {script} does not exist")
@@ -872,7 +885,7 @@ def _run_script(p: Pipeline, st: Stage, params: dict, folder: str) -> str:
     return f"{os.path.relpath(script, p.root)} wrote {os.path.relpath(folder)}"
 
 
-_RUNNERS: dict[str, Callable[[Pipeline, Stage, dict, str], str]] = {
+_RUNNERS: dict[str, Callable[[Pipeline, Stage, dict, str, Note], str]] = {
     "synth": _run_synth, "ingest": _run_ingest, "split": _run_split, "train": _run_train,
     "evaluate": _run_evaluate, "report": _run_report, "compare": _run_script,
     "script": _run_script,

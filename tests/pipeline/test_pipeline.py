@@ -263,6 +263,8 @@ def test_train_evaluate_report_on_a_synthetic_corpus(tmp_path, capsys):
         truth = "@synth"
     """)
     assert main(["pipeline", "run", toml]) == 0
+    out = capsys.readouterr().out
+    assert "[train] iteration 1/30: LL/token" in out and "[train] iteration 30/30" in out
     p = pl.load_pipeline(toml)
     ev = json.loads(_read(p.artifact("evaluate")))
     assert ev["recovery"]["mean_cosine"] > 0.9 > ev["recovery"]["random_mean_cosine"]
