@@ -45,9 +45,24 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
         time.sleep(interval)
 
 
-def console_errors(driver) -> list[dict]:
-    """The SEVERE entries of the browser console since the last call."""
-    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+def console_errors(driver, origin: str | None = None) -> list[dict]:
+    """The SEVERE entries of the browser console since the last call.
+
+    With ``origin`` (``"http://host:port"``), only entries about that server count: the
+    browser is shared by the session, and a page of an earlier test whose cluster is gone
+    may still log failed reconnects to its own (closed) port.
+    """
+    entries = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    if origin is not None:
+        entries = [e for e in entries if "127.0.0.1:" not in e.get("message", "")
+                   or origin in e.get("message", "")]
+    return entries
+
+
+def reset_page(driver) -> None:
+    """Leave the current page (stopping its websocket) and drop the console log so far."""
+    driver.get("about:blank")
+    driver.get_log("browser")
 
 
 #: JavaScript returning the columns of a named ColumnDataSource of the page's Bokeh

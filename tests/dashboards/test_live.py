@@ -13,7 +13,7 @@ import pathlib
 import threading
 
 import pytest
-from dash_helpers import JS_SOURCE_DATA, console_errors, wait_for
+from dash_helpers import JS_SOURCE_DATA, console_errors, reset_page, wait_for
 
 from dashboards.plugin import register
 
@@ -85,7 +85,8 @@ def live_run(local_cluster, demo_corpus, tmp_path_factory) -> LiveRun:
 def test_page_follows_real_training(live_run, demo_corpus, browser, artifacts_dir):
     from biglda.corpus import Corpus
 
-    console_errors(browser)
+    reset_page(browser)
+    origin = "/".join(live_run.url.split("/")[:3])
     browser.get(live_run.url)
     assert browser.title == "biglda: training"
 
@@ -127,7 +128,7 @@ def test_page_follows_real_training(live_run, demo_corpus, browser, artifacts_di
     shot = artifacts_dir / "live-page.png"
     browser.save_screenshot(str(shot))
     print(f"live page screenshot: {shot} (seen mid-run: {mid_run})")
-    assert console_errors(browser) == []
+    assert console_errors(browser, origin) == []
 
 
 def test_metrics_records_match_model_history(live_run, local_cluster):

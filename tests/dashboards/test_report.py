@@ -8,7 +8,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from dash_helpers import JS_SOURCE_DATA, console_errors, fake_records, wait_for
+from dash_helpers import JS_SOURCE_DATA, console_errors, fake_records, reset_page, wait_for
 
 from biglda.cli import main
 from biglda.train.model_store import save_model
@@ -100,7 +100,7 @@ def test_report_entry_point_is_installed():
 def test_report_renders_without_console_errors(model, tmp_path, browser, artifacts_dir):
     url, _, history = model
     out = write_report(url, str(tmp_path / "r.html"))
-    console_errors(browser)  # drop what earlier pages logged
+    reset_page(browser)  # leave earlier pages and drop what they logged
     browser.get(f"file://{out}")
     data = wait_for(lambda: browser.execute_script(JS_SOURCE_DATA, "biglda-history"), 20,
                     "the report's plots to render")
