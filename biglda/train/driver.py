@@ -53,6 +53,7 @@ from biglda.train.recovery import (
     latest_checkpoint,
     live_workers,
     run_group_failfast,
+    wait_for_loss,
     wait_for_workers,
 )
 from biglda.train.worker import GroupSpec
@@ -421,6 +422,10 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
             # -- recover: roll every shard back to the latest committed checkpoint -------
             t_stopped = time.time()
             log.warning("recovering from a lost worker at clock %d: %s", st.clock, error)
+            # The failure may be seen (a task's failed call) before the scheduler has removed
+            # the dead worker; planning then would place actors on it again.
+            prev = {a for a, _, _ in slots}
+            lost = sorted(set(lost) | wait_for_loss(client, prev, timeout=3.0))
             wait_for_workers(client, n_workers, cfg.recovery_wait)
             log.info("recovery: %d workers after %.1f s", len(live_workers(client)),
                      time.time() - t_stopped)

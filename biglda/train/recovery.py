@@ -99,6 +99,16 @@ def check_workers(client: Any, used: set[str]) -> None:
         raise WorkerLost(f"lost worker(s) {', '.join(lost)}")
 
 
+def wait_for_loss(client: Any, used: set[str], timeout: float) -> set[str]:
+    """The workers of ``used`` gone from the scheduler, waiting up to ``timeout`` for one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lost = used - live_workers(client)
+        if lost or time.monotonic() >= deadline:
+            return lost
+        time.sleep(0.1)
+
+
 def wait_for_workers(client: Any, n: int, timeout: float) -> None:
     """Wait up to ``timeout`` s for ``n`` workers (a nanny's replacement); never raises."""
     deadline = time.monotonic() + timeout
