@@ -18,6 +18,11 @@ Flow of one run::
     stop rule -> clock.stop     ... until the stop clock; return z
     gather table, save model
 
+A lost worker (a failed task or actor call, or a worker gone from the scheduler) makes the run
+restart every shard from the latest committed checkpoint on the live workers with a recounted
+table (:mod:`biglda.train.recovery`, docs/reliability.md); a first SIGINT ends the run after the
+current clock with a checkpoint.
+
 The metrics record of iteration ``c`` (fields in docs/contracts.md) joins the shards' stats of
 clock ``c`` with the table shards' word log-likelihood snapshot of the moment every push of clock
 ``c`` arrived (exactly the table after clock ``c`` under BSP).
