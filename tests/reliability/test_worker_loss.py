@@ -8,6 +8,8 @@ within a tolerance).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from rel_helpers import kill_worker, recount_table
@@ -107,3 +109,67 @@ def test_killed_worker_under_ssp_keeps_the_table_equal_to_the_recount(cluster3, 
     final = r.history[-1]["ll_per_token"]
     assert final > r.history[r.recoveries[0].resumed_clock - 1]["ll_per_token"]
     assert final > straight.history[-1]["ll_per_token"] - 0.3
+
+
+@pytest.fixture
+def external_cluster(tmp_path):
+    """``dask scheduler`` + 3 ``dask worker --no-nanny`` processes on loopback: a killed worker
+    is not replaced, so recovery must continue on the survivors."""
+    import subprocess
+    import sys
+    import time
+
+    from distributed import Client
+
+    bin_dir = os.path.dirname(sys.executable)
+    sched_file = str(tmp_path / "scheduler.json")
+    procs = [subprocess.Popen([os.path.join(bin_dir, "dask"), "scheduler", "--host",
+                               "127.0.0.1", "--port", "0", "--dashboard-address", ":0",
+                               "--scheduler-file", sched_file],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(sched_file) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for _ in range(3):
+            procs.append(subprocess.Popen(
+                [os.path.join(bin_dir, "dask"), "worker", "--no-nanny", "--nthreads", "1",
+                 "--host", "127.0.0.1", "--dashboard-address", ":0",
+                 "--scheduler-file", sched_file],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        with Client(scheduler_file=sched_file, direct_to_workers=True, timeout=60) as client:
+            client.wait_for_workers(3, timeout=60)
+            yield client
+    finally:
+        for p in procs[::-1]:  # workers first; nothing of theirs needs a clean exit
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def test_killed_worker_without_replacement_continues_on_the_survivors(external_cluster,
+                                                                      synth_url, straight,
+                                                                      tmp_path):
+    """No nanny: after ``recovery_wait`` the 3 shards and the table are re-planned over the 2
+    surviving workers (other table-shard row ranges); BSP still gives the failure-free chain."""
+    client = external_cluster
+    cfg = _cfg(recovery_wait=2.0)
+    killed = []
+
+    def on_record(rec):
+        if rec.get("type") == "iteration" and rec["iteration"] == KILL_AFTER and not killed:
+            addr = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
+            kill_worker(client, addr)
+            killed.append(addr)
+
+    r = run_training(client, validate(synth_url, None, cfg, False), cfg,
+                     out=str(tmp_path / "model.zarr"), on_record=[on_record])
+    assert killed and len(r.recoveries) == 1, r.recoveries
+    assert r.recoveries[0].lost_workers == killed, r.recoveries
+    assert len(r.recoveries[0].workers) == 2 and len(set(r.placement.values())) == 2
+    assert len(r.ps_info) == 2  # the table now in 2 row ranges
+    n_wk, n_k = recount_table(synth_url, r.z, r.shards, 8)
+    np.testing.assert_array_equal(r.n_wk, n_wk)
+    np.testing.assert_array_equal(r.n_k, n_k)
+    for s in straight.shards:
+        np.testing.assert_array_equal(r.z[s.index], straight.z[s.index])
