@@ -103,8 +103,8 @@ def map_batches(
     id_map = docs.id_map
     t0 = time.perf_counter()
     if client is not None:
-        shared = client.scatter([phi_wk, prior_cdf, alpha], broadcast=True)
-        id_map_f = None if id_map is None else client.scatter(id_map, broadcast=True)
+        shared = client.scatter([phi_wk, prior_cdf, alpha])
+        id_map_f = None if id_map is None else client.scatter(id_map)
         in_memory = isinstance(docs, CorpusDocs) and docs.url.startswith("memory://")
         futures = []
         for start, stop in ranges:
