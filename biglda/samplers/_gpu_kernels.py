@@ -17,12 +17,66 @@ Integer arithmetic in the random hash is done in int64 on values < 2**32 times c
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import numpy as np
 from numba import cuda
 
 MAX_BLOCK = 1024  # shared scratch size of the cgs kernel (the CUDA block-size limit)
 _MASK32 = 0xFFFFFFFF
 _TWO_M32 = 2.3283064365386963e-10  # 2**-32
+
+
+def _lock_simulator_shared_arrays() -> None:
+    """Make the CUDA simulator hand every thread of a block the *same* shared array.
+
+    The simulator runs a block's threads as Python threads; ``cuda.shared.array`` looks the
+    array up by call site and creates it when missing, with no lock (numba-cuda 0.x,
+    ``FakeCUDAShared.array``). Two threads that reach the call together can both miss and
+    each get a private ``np.empty`` array: a "shared" slot written by one thread is then
+    never seen by the other, which reads uninitialised memory (the cgs kernel once moved a
+    count to topic 5 with K = 2 this way). A probe kernel hit it in 2 of 3000 launches at
+    the test's 1e-4 s GIL switch interval; machine load makes it likelier. No barrier in
+    the kernel can prevent it (it happens at the declaration), so the lookup is locked here.
+    Compiled kernels are unaffected: this only runs when the simulator is on.
+    """
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        return
+    try:
+        from numba.cuda.simulator.kernelapi import FakeCUDAShared
+    except ImportError:  # pragma: no cover - a simulator without that class
+        return
+    if getattr(FakeCUDAShared, "_biglda_locked", False):
+        return
+    original = FakeCUDAShared.array
+    lock = threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        allocations = getattr(self, "_allocations", None)
+        if shape == 0 or alignment is not None or not isinstance(allocations, dict):
+            return original(self, shape, dtype, alignment)  # nothing to race on / errors
+        from numba.core import types
+        from numba.np import numpy_support
+
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)  # the simulator's own key
+        with lock:
+            res = allocations.get(key)
+            if res is None:
+                res = np.empty(shape, dtype)
+                allocations[key] = res
+        return res
+
+    FakeCUDAShared.array = array
+    FakeCUDAShared._biglda_locked = True
+
+
+_lock_simulator_shared_arrays()
 
 
 # --------------------------------------------------------------------------- random streams
@@ -115,17 +169,17 @@ def _cgs_kernel(tokens, perm, doc_of, z, n_wk, n_k, n_dk, alpha, beta, v_beta,
     tid = cuda.threadIdx.x
     n_threads = cuda.blockDim.x
     n_topics = n_k.shape[0]
-    part = cuda.shared.array(MAX_BLOCK, dtype=np.float64)
-    pick = cuda.shared.array(1, dtype=np.int64)
+    part = cuda.shared.array(MAX_BLOCK, dtype=np.float64)  # per-thread masses, then their scan
+    pick = cuda.shared.array(1, dtype=np.int64)  # the sampled topic (n_topics: none yet)
 
     if fused_count:
         for e in range(tid, n_dk.shape[0] * n_topics, n_threads):
             n_dk[e // n_topics, e % n_topics] = 0
-        cuda.syncthreads()
+        cuda.syncthreads()  # barrier: n_dk is zero everywhere before any thread adds to it
         for j in range(pos_lo + tid, pos_hi, n_threads):
             i = perm[j]
             cuda.atomic.add(n_dk, (doc_of[i] - d_lo, np.int64(z[i])), 1)
-        cuda.syncthreads()
+        cuda.syncthreads()  # barrier: n_dk is complete before any thread reads it
 
     n_runs = (pos_hi - pos_lo + run_len - 1) // run_len
     for r in range(cuda.blockIdx.x, n_runs, cuda.gridDim.x):
@@ -141,22 +195,26 @@ def _cgs_kernel(tokens, perm, doc_of, z, n_wk, n_k, n_dk, alpha, beta, v_beta,
                 own = 1 if k == s else 0
                 acc += ((n_dk[d, k] - own + alpha[k]) * (n_wk[w, k] - own + beta)
                         / (n_k[k] - own + v_beta))
+            # part[] and pick[0] were last read before the barrier that ended the previous
+            # token (and only thread 0 reads pick), so these writes cannot clobber a read.
             part[tid] = acc
-            cuda.syncthreads()
+            if tid == 0:
+                pick[0] = n_topics  # sentinel: no owner has reported a topic yet
+            cuda.syncthreads()  # barrier: every part[tid] and the sentinel are written
             off = 1
             while off < n_threads:  # Hillis-Steele inclusive scan of the thread masses
                 v = part[tid - off] if tid >= off else 0.0
-                cuda.syncthreads()
+                cuda.syncthreads()  # barrier: all reads of this step precede its writes
                 part[tid] += v
-                cuda.syncthreads()
+                cuda.syncthreads()  # barrier: all writes of this step precede the next reads
                 off *= 2
             u = _rand_unit(k0, k1, i, 0) * part[n_threads - 1]
             below = part[tid - 1] if tid > 0 else 0.0
-            if below <= u and u < part[tid]:  # exactly one thread owns u
+            if below <= u and u < part[tid]:  # the thread whose interval holds u (see below)
                 rem = u - below
                 acc = 0.0
                 t = -1
-                last = s
+                last = -1
                 for k in range(tid, n_topics, n_threads):
                     own = 1 if k == s else 0
                     p = ((n_dk[d, k] - own + alpha[k]) * (n_wk[w, k] - own + beta)
@@ -164,15 +222,21 @@ def _cgs_kernel(tokens, perm, doc_of, z, n_wk, n_k, n_dk, alpha, beta, v_beta,
                     acc += p
                     if p > 0.0:
                         last = k
-                    if rem < acc:
+                    if rem < acc:  # the first of its topics whose prefix passes u
                         t = k
                         break
-                if t < 0:  # only if another block changed the counts in between
+                if t < 0:  # rounding, or another block changed the counts in between
                     t = last
-                pick[0] = t
-            cuda.syncthreads()
+                if t >= 0:
+                    # The scan is rounded: in principle two threads may both claim u. The
+                    # smaller topic wins, so the choice never depends on thread timing.
+                    cuda.atomic.min(pick, 0, t)
+            cuda.syncthreads()  # barrier: the owner's pick[0] is written before thread 0 reads
             if tid == 0:
                 t = pick[0]
+                if t >= n_topics or t < 0:  # no owner (rounding): search all topics here
+                    t = _cgs_fallback(n_dk, n_wk, n_k, alpha, beta, v_beta, d, w, s,
+                                      _rand_unit(k0, k1, i, 0))
                 if t != s:
                     z[i] = t
                     cuda.atomic.sub(n_wk, (w, s), 1)
@@ -181,7 +245,39 @@ def _cgs_kernel(tokens, perm, doc_of, z, n_wk, n_k, n_dk, alpha, beta, v_beta,
                     cuda.atomic.add(n_dk, (d, t), 1)
                     cuda.atomic.sub(n_k, s, 1)
                     cuda.atomic.add(n_k, t, 1)
+            # barrier: the token's count move is visible to every thread before the next
+            # token's masses are computed, and every read of part[]/pick[0] above is done
+            # before the next token overwrites them
             cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _cgs_fallback(n_dk, n_wk, n_k, alpha, beta, v_beta, d, w, s, r):
+    """Sequential draw of a topic for token (d, w, old topic s) with the uniform ``r``.
+
+    The first topic whose prefix sum exceeds ``r * total``; if rounding leaves none, the
+    last topic with non-zero weight; never outside [0, K). Only used when the block scan
+    produced no owner, which exact arithmetic rules out.
+    """
+    n_topics = n_k.shape[0]
+    total = 0.0
+    for k in range(n_topics):
+        own = 1 if k == s else 0
+        total += ((n_dk[d, k] - own + alpha[k]) * (n_wk[w, k] - own + beta)
+                  / (n_k[k] - own + v_beta))
+    u = r * total
+    acc = 0.0
+    last = s
+    for k in range(n_topics):
+        own = 1 if k == s else 0
+        p = ((n_dk[d, k] - own + alpha[k]) * (n_wk[w, k] - own + beta)
+             / (n_k[k] - own + v_beta))
+        acc += p
+        if p > 0.0:
+            last = k
+        if u < acc:
+            return k
+    return last
 
 
 # --------------------------------------------------------------------------- alias tables
