@@ -103,8 +103,12 @@ def map_batches(
     id_map = docs.id_map
     t0 = time.perf_counter()
     if client is not None:
-        shared = client.scatter([phi_wk, prior_cdf, alpha])
-        id_map_f = None if id_map is None else client.scatter(id_map)
+        # hash=False: content-hashed keys are shared by every call scattering the same
+        # arrays (transform then heldout_loglik of one model), and the release of an
+        # earlier call's futures then drops data a later call's tasks depend on
+        # ("lost dependencies"). Unique keys per call keep each call's data its own.
+        shared = client.scatter([phi_wk, prior_cdf, alpha], hash=False)
+        id_map_f = None if id_map is None else client.scatter(id_map, hash=False)
         in_memory = isinstance(docs, CorpusDocs) and docs.url.startswith("memory://")
         futures = []
         for start, stop in ranges:
