@@ -153,11 +153,16 @@ def test_kernels_compile_for_a_real_gpu(monkeypatch):
     from numba import types as nt
 
     try:
+        # Compiling needs both libNVVM and NVRTC; a machine with only a system CUDA toolkit
+        # (nvcc) can have the first without the second.
+        from numba.cuda.cudadrv import nvrtc
         from numba.cuda.cudadrv.nvvm import NVVM
 
         NVVM()
+        nvrtc._get_nvrtc_version()
     except Exception as exc:
-        pytest.skip(f"libNVVM not found ({type(exc).__name__}); pip install 'numba-cuda[cu12]'")
+        pytest.skip(f"libNVVM/NVRTC not found ({type(exc).__name__}); "
+                    "pip install 'numba-cuda[cu12]'")
     import numba.cuda.dispatcher as dispatcher
 
     # device functions ask the current device for its compute capability: there is none
