@@ -5,7 +5,7 @@ checkpoint needs; resuming recounts the table from it. Layout (Zarr v3)::
 
     attrs     format="biglda-checkpoint", n_topics, n_tokens, shards [[token_start, token_stop]],
               clock (completed sweeps of the committed checkpoint, -1 = none yet), slot (0/1),
-              config, history (metrics records up to ``clock``)
+              config, history (the metrics records of iterations 1..``clock``, exactly)
     slot0/<i> z of shard i (uint16/int32 [n_i])
     slot1/<i> the other buffer
 
@@ -60,13 +60,58 @@ def write_shard_z(url: str, slot: int, shard: int, z: np.ndarray) -> None:
     arr[:] = z
 
 
-def commit(url: str, clock: int, slot: int, history: list[dict] | None = None) -> None:
-    """Make ``slot`` (written by every shard at ``clock``) the checkpoint to resume from."""
+def history_missing(history: list[dict], clock: int) -> list[int]:
+    """Iterations of ``1..clock`` that ``history`` has no record of."""
+    have = {int(r.get("iteration", -1)) for r in history}
+    return [i for i in range(1, int(clock) + 1) if i not in have]
+
+
+def history_complete(history: list[dict], clock: int) -> bool:
+    """Whether ``history`` is exactly the records of iterations ``1..clock``, in order."""
+    return [int(r.get("iteration", -1)) for r in history] == list(range(1, int(clock) + 1))
+
+
+def history_upto(history: list[dict], clock: int) -> list[dict]:
+    """The records of iterations ``1..clock`` of ``history`` (later ones dropped), in order.
+
+    A missing record is never papered over: the records that exist are kept, and
+    :func:`history_missing` tells the caller which are not.
+    """
+    return [r for r in history if int(r.get("iteration", -1)) <= int(clock)]
+
+
+def history_valid(history: list[dict], clock: int,
+                  allow_missing: frozenset[int] | set[int] = frozenset()) -> bool:
+    """Whether ``history`` may be committed with ``clock``: records of iterations ``1..clock``
+    in order, each once, the last one ``clock``, none missing but those in ``allow_missing``."""
+    its = [int(r.get("iteration", -1)) for r in history]
+    if its != sorted(set(its)) or any(i < 1 or i > clock for i in its):
+        return False
+    if clock > 0 and (not its or its[-1] != clock):
+        return False
+    return not set(history_missing(history, clock)) - set(allow_missing)
+
+
+def commit(url: str, clock: int, slot: int, history: list[dict],
+           allow_missing: frozenset[int] | set[int] = frozenset()) -> None:
+    """Make ``slot`` (written by every shard at ``clock``) the checkpoint to resume from.
+
+    Invariant: the history stored with a checkpoint is the records of iterations
+    ``1..clock``, in order, each once, the last one ``clock``. A commit that breaks it is
+    refused (ValueError) so that a resume never continues from a clock whose records are
+    missing; ``allow_missing`` names iterations known to be missing already (a resumed
+    checkpoint written before this rule, logged when it was read). ``clock``, ``slot`` and
+    ``history`` go into the group's ``zarr.json`` in one write (zarr's local store writes a
+    temporary file and renames it; an object store's put is atomic), so a run killed during a
+    commit leaves the previous checkpoint or this one, never a mix.
+    """
+    if not history_valid(history, clock, allow_missing):
+        its = [r.get("iteration") for r in history]
+        shown = its if len(its) <= 8 else f"{its[:3]}..{its[-3:]} ({len(its)})"
+        raise ValueError(f"refusing to commit checkpoint clock {clock}: its history must be "
+                         f"the records of iterations 1..{clock}, got {shown}")
     g = zarr.open_group(url, mode="r+")
-    attrs = {"clock": int(clock), "slot": int(slot)}
-    if history is not None:
-        attrs["history"] = history
-    g.attrs.update(attrs)
+    g.attrs.update({"clock": int(clock), "slot": int(slot), "history": list(history)})
 
 
 def open_checkpoint(url: str, n_topics: int, n_tokens: int) -> dict[str, Any]:

@@ -353,6 +353,7 @@ class _RunState:
     attempt: int = 0
     stragglers: set = field(default_factory=set)
     t_fail: float = 0.0                 # when the current attempt failed (or started)
+    known_missing: frozenset = frozenset()  # iterations the resumed checkpoint had no record of
     on_started: Callable[[float], None] | None = None  # told when an attempt's tasks are out
 
 
@@ -387,7 +388,8 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
         resume_attrs = ckpt.open_checkpoint(resume_url, cfg.n_topics, corpus.n_tokens)
         start_clock = int(resume_attrs["clock"])
         first_slot = 1 - int(resume_attrs["slot"])
-        history = [dict(r) for r in resume_attrs.get("history", [])]
+        history = _checked_history([dict(r) for r in resume_attrs.get("history", [])],
+                                   start_clock, f"the checkpoint {resume_url}")
         if ck_url is not None and [list(map(int, (s.token_start, s.token_stop)))
                                    for s in shards] != resume_attrs["shards"]:
             # another shard plan: read the old z first, then re-create the store
@@ -403,7 +405,8 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
                                cfg.as_dict())
     st = _RunState(start_clock=start_clock, stop_clock=max(start_clock, cfg.iterations),
                    resume_attrs=resume_attrs, first_slot=first_slot, history=history,
-                   ck_read=ck_read)
+                   ck_read=ck_read,
+                   known_missing=frozenset(ckpt.history_missing(history, start_clock)))
     initial = (start_clock, resume_attrs, first_slot, ck_read)
     recoveries: list[Recovery] = []
     with interrupt_flag() as interrupted:
@@ -442,7 +445,10 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
                 st.first_slot, st.ck_read = 1 - int(attrs["slot"]), ck_url
             else:  # nothing committed in this run: where it started (a resume, or z0)
                 st.start_clock, st.resume_attrs, st.first_slot, st.ck_read = initial
-            st.history = [r for r in st.history if r["iteration"] <= st.start_clock]
+            kept = ckpt.history_upto(st.history, st.start_clock)
+            if not ckpt.history_complete(kept, st.start_clock) and attrs is not None:
+                kept = [dict(r) for r in attrs.get("history", [])]  # the committed records
+            st.history = _checked_history(kept, st.start_clock, "recovery")
             st.attempt += 1
             st.stop_reason = "iterations"
             rec = Recovery(failed_clock=st.clock, resumed_clock=st.start_clock,
@@ -572,7 +578,8 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
                                         or c + 1 == stop_clock):
                 rec["top_words"] = _top_words(ps, corpus.vocab, 10, cfg.call_timeout)
             t_prev = max(r["t_end"] for r in stats.values())
-            rec["checkpoint"] = _commit_checkpoint(ck_url, stats, c, history, rec)
+            rec["checkpoint"] = _commit_checkpoint(ck_url, stats, c, history, rec, n_shards,
+                                                   st.known_missing)
             history.append(rec)
             emit(rec)
             c += 1
@@ -605,7 +612,13 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
         finals = {tuple(n.get("final_checkpoint", ())) for n in notes.values()}
         if len(notes) == n_shards and len(finals) == 1:
             done, slot = finals.pop()
-            ckpt.commit(ck_url, done, slot, _history_for_store(history))
+            stored = ckpt.history_upto(_history_for_store(history), done)
+            if int(done) == c and ckpt.history_valid(stored, done, st.known_missing):
+                ckpt.commit(ck_url, done, slot, stored, allow_missing=st.known_missing)
+            else:
+                log.warning("final checkpoint of clock %s not committed: the driver is at clock "
+                            "%d with the records of iterations %s", done, c,
+                            _iterations(history))
     n_wk, n_k = _gather_table(ps, corpus.n_words, cfg.n_topics, cfg.call_timeout)
     state = call(ps.clock.state(), cfg.call_timeout, "clock state")
     info = call_all([a.info() for a in ps.shards], cfg.call_timeout, "ps info")
@@ -622,17 +635,54 @@ def _history_for_store(history: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "top_words"} for r in history]
 
 
+def _iterations(history: list[dict]) -> str:
+    its = [r.get("iteration") for r in history]
+    return f"{its}" if len(its) <= 8 else f"{its[:3]}..{its[-3:]} ({len(its)})"
+
+
+def _checked_history(history: list[dict], clock: int, where: str) -> list[dict]:
+    """``history`` up to iteration ``clock``; a warning (never a silent gap) if incomplete."""
+    kept = ckpt.history_upto(history, clock)
+    missing = ckpt.history_missing(kept, clock)
+    if missing:
+        log.warning("%s: the metrics history has no record of iteration(s) %s of 1..%d; the "
+                    "model's history will miss them", where, missing, clock)
+    return kept
+
+
 def _commit_checkpoint(ck_url: str | None, stats: dict[int, dict], c: int,
-                       history: list[dict], rec: dict) -> int | None:
-    """Commit the checkpoint of clock ``c + 1`` once every shard reported writing it."""
+                       history: list[dict], rec: dict, n_shards: int | None = None,
+                       known_missing: frozenset[int] = frozenset()) -> int | None:
+    """Commit the checkpoint of clock ``c + 1`` once every shard reported writing it.
+
+    By construction the committed history is exactly the records of iterations ``1..c + 1``
+    (``history`` then ``rec``): a report of any other clock, a shard that did not report, or
+    records that do not cover ``1..c + 1`` leave the previous checkpoint committed (the
+    shards' next checkpoint, or the recovery, starts from there). ``known_missing``:
+    iterations already missing from the history this run resumed from (logged then).
+    """
     if ck_url is None:
         return None
-    wrote = {tuple(r["checkpoint"]) for r in stats.values() if r.get("checkpoint")}
-    if len(wrote) == 1 and all(r.get("checkpoint") for r in stats.values()):
-        done, slot = wrote.pop()
-        ckpt.commit(ck_url, done, slot, _history_for_store(history + [rec]))
-        return int(done)
-    return None
+    rows = list(stats.values())
+    wrote = {tuple(r["checkpoint"]) for r in rows if r.get("checkpoint")}
+    if not rows or len(wrote) != 1 or not all(r.get("checkpoint") for r in rows):
+        return None
+    if n_shards is not None and len(rows) != n_shards:
+        log.warning("checkpoint after clock %d not committed: %d of %d shards reported",
+                    c, len(rows), n_shards)
+        return None
+    done, slot = wrote.pop()
+    if int(done) != c + 1:
+        log.warning("checkpoint not committed: the shards' stats of clock %d report a "
+                    "checkpoint of clock %s", c, done)
+        return None
+    stored = ckpt.history_upto(_history_for_store(history + [rec]), done)
+    if not ckpt.history_valid(stored, done, known_missing):
+        log.warning("checkpoint of clock %d not committed: the records are of iterations %s",
+                    done, _iterations(stored))
+        return None
+    ckpt.commit(ck_url, done, slot, stored, allow_missing=known_missing)
+    return int(done)
 
 
 def _stop_reason(cfg: TrainConfig, history: list[dict], elapsed: float) -> str | None:
