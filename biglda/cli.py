@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -656,8 +657,11 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.ERROR if quiet else (logging.DEBUG if verbose > 1 else
                                          logging.INFO if verbose == 1 else logging.WARNING)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-    # distributed is chatty at INFO; keep it at WARNING unless -vv.
+    # distributed is chatty at INFO; keep it at WARNING unless -vv. Its import sets its
+    # loggers from dask's config, so say it there too (the environment also reaches the
+    # worker processes of an embedded cluster); the setLevel covers an already-imported one.
     if verbose < 2:
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
         logging.getLogger("distributed").setLevel(max(level, logging.WARNING))
 
 

@@ -21,7 +21,8 @@ Flow of one run::
 A lost worker (a failed task or actor call, or a worker gone from the scheduler) makes the run
 restart every shard from the latest committed checkpoint on the live workers with a recounted
 table (:mod:`biglda.train.recovery`, docs/reliability.md); a first SIGINT ends the run after the
-current clock with a checkpoint.
+current clock with a checkpoint. A worker that stays a straggler for ``rebalance_after`` clocks
+gets fewer shards by the same restart, at a just-committed checkpoint (no work is lost).
 
 The metrics record of iteration ``c`` (fields in docs/contracts.md) joins the shards' stats of
 clock ``c`` with the table shards' word log-likelihood snapshot of the moment every push of clock
@@ -49,7 +50,10 @@ from biglda.train import checkpoint as ckpt
 from biglda.train.recovery import (
     EMBEDDED_MEMORY_CONFIG,
     Interrupted,
+    Rebalance,
+    RebalanceRequest,
     Recovery,
+    StragglerWatch,
     WorkerLost,
     check_workers,
     find_stragglers,
@@ -57,7 +61,9 @@ from biglda.train.recovery import (
     interrupt_flag,
     latest_checkpoint,
     live_workers,
+    plan_rebalance,
     run_group_failfast,
+    shards_by_worker,
     wait_for_loss,
     wait_for_workers,
 )
@@ -87,12 +93,14 @@ class TrainConfig:
     n_shards: int | None = None
     sampler_params: dict = field(default_factory=dict)
     slow_shards: dict = field(default_factory=dict)
+    slow_workers: dict = field(default_factory=dict)  # debug: {worker address: s per shard-clock}
     call_timeout: float = 120.0
     top_words_every: int = 10
     max_recoveries: int = 3          # lost workers recovered per run before giving up
     recovery_wait: float = 10.0      # seconds to wait for a replacement worker to join
     straggler_factor: float = 2.0    # "straggler": this many times slower per token
     connect_timeout: float = 10.0    # tasks' connects to actors (a dead worker's fail after it)
+    rebalance_after: int = 3         # straggler clocks in a row before its shards move (0: never)
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("n_topics", "iterations", "sampler", "alpha",
@@ -118,6 +126,7 @@ class TrainResult:
     placement: dict[int, str]          # shard -> worker address
     stop_reason: str = "iterations"
     recoveries: list[Any] = field(default_factory=list)  # biglda.train.recovery.Recovery
+    rebalances: list[Any] = field(default_factory=list)  # biglda.train.recovery.Rebalance
 
 
 # ----------------------------------------------------------------------------- validation
@@ -146,6 +155,8 @@ def validate(corpus_url: str, out: str | None, cfg: TrainConfig, overwrite: bool
         raise ConfigError(f"--staleness must be >= 0 (or inf), got {cfg.staleness}")
     if cfg.staleness != math.inf and cfg.staleness != int(cfg.staleness):
         raise ConfigError(f"--staleness must be a whole number of clocks, got {cfg.staleness}")
+    if cfg.rebalance_after < 0:
+        raise ConfigError(f"rebalance_after must be >= 0, got {cfg.rebalance_after}")
     if cfg.checkpoint_every < 0:
         raise ConfigError(f"--checkpoint-every must be >= 0, got {cfg.checkpoint_every}")
     if cfg.max_seconds is not None and not cfg.max_seconds > 0:
@@ -244,8 +255,15 @@ def _worker_slots(client: Any, timeout: float) -> list[tuple[str, int, int]]:
         time.sleep(0.2)
 
 
-def plan_groups(shards: list[Any], slots: list[tuple[str, int, int]]) -> list[tuple[str, list]]:
-    """Assign shards to (worker, thread) task groups, largest first onto the lightest group."""
+def plan_groups(shards: list[Any], slots: list[tuple[str, int, int]],
+                assignment: dict[int, str] | None = None) -> list[tuple[str, list]]:
+    """Assign shards to (worker, thread) task groups, largest first onto the lightest group.
+
+    ``assignment`` (shard -> worker, a rebalance): each worker's shards over its threads.
+    """
+    if assignment is not None:
+        return [g for addr, nthreads, mem in slots for g in plan_groups(
+            [s for s in shards if assignment.get(s.index) == addr], [(addr, nthreads, mem)])]
     groups: list[tuple[str, list]] = [(addr, []) for addr, nthreads, _ in slots
                                       for _ in range(max(1, nthreads))]
     load = [0] * len(groups)
@@ -352,6 +370,7 @@ class _RunState:
     clock: int = 0                      # the clock the driver waits for
     attempt: int = 0
     stragglers: set = field(default_factory=set)
+    assignment: dict | None = None      # shard -> worker after a rebalance (None: even plan)
     t_fail: float = 0.0                 # when the current attempt failed (or started)
     known_missing: frozenset = frozenset()  # iterations the resumed checkpoint had no record of
     on_started: Callable[[float], None] | None = None  # told when an attempt's tasks are out
@@ -409,6 +428,7 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
                    known_missing=frozenset(ckpt.history_missing(history, start_clock)))
     initial = (start_clock, resume_attrs, first_slot, ck_read)
     recoveries: list[Recovery] = []
+    rebalances: list[Rebalance] = []
     with interrupt_flag() as interrupted:
         while True:
             lost: list[str] = []
@@ -416,7 +436,34 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
                 result = _attempt(client, corpus, cfg, shards, slots, st, ck_url, run_id, emit,
                                   interrupted, lost)
                 result.recoveries = recoveries
+                result.rebalances = rebalances
                 return result
+            except RebalanceRequest as req:
+                # -- rebalance: the same restart, from the checkpoint committed just now ------
+                attrs = latest_checkpoint(ck_url, cfg.n_topics, corpus.n_tokens)
+                if attrs is None or int(attrs["clock"]) != req.event.clock:  # cannot happen
+                    raise ClusterError(f"rebalance at clock {req.event.clock} found no "
+                                       "checkpoint of that clock") from None
+                st.start_clock, st.resume_attrs = int(attrs["clock"]), attrs
+                st.first_slot, st.ck_read = 1 - int(attrs["slot"]), ck_url
+                st.history = [r for r in st.history if r["iteration"] <= st.start_clock]
+                st.attempt += 1
+                st.stop_reason = "iterations"
+                st.assignment = req.assignment
+                event, t_req = req.event, st.t_fail
+                rebalances.append(event)
+
+                def rebalanced(t: float, event: Rebalance = event, t_req: float = t_req) -> None:
+                    event.restart_s = t - t_req
+                    emit(event.as_record(run_id))
+                    log.warning("rebalanced at clock %d: straggler(s) %s; shards per worker %s "
+                                "-> %s (%.1f s restart)", event.clock,
+                                ", ".join(event.slow_workers),
+                                {w: len(v) for w, v in event.before.items()},
+                                {w: len(event.after.get(w, [])) for w in event.before},
+                                event.restart_s)
+                st.on_started = rebalanced
+                continue
             except ClusterError as exc:
                 if interrupted.set:  # the user asked to stop: no recovery
                     raise KeyboardInterrupt from exc
@@ -451,6 +498,7 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
             st.history = _checked_history(kept, st.start_clock, "recovery")
             st.attempt += 1
             st.stop_reason = "iterations"
+            st.assignment = None  # other workers: the even plan again
             rec = Recovery(failed_clock=st.clock, resumed_clock=st.start_clock,
                            lost_workers=lost, error=error, detect_s=t_stopped - t_fail,
                            restart_s=0.0, workers=[a for a, _, _ in slots])
@@ -466,10 +514,10 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
 
 
 def _check_fits(corpus: Any, cfg: TrainConfig, slots: list[tuple[str, int, int]],
-                shards: list[Any]) -> None:
+                shards: list[Any], max_per_worker: int | None = None) -> None:
     # Each worker caches at most min(V, its tokens) rows per shard it holds.
     per_worker_cache = max(min(corpus.n_words, s.n_tokens) for s in shards) * \
-        -(-len(shards) // len(slots))
+        (max_per_worker or -(-len(shards) // len(slots)))
     check_table_fits(corpus.n_words, cfg.n_topics, {a: m for a, _, m in slots},
                      cache_rows_per_worker=per_worker_cache)
 
@@ -508,7 +556,11 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
              emit: Callable[[dict], None], interrupted: Any, lost: list[str]) -> TrainResult:
     """One start of the parameter server and the tasks, from ``st.start_clock`` to the end."""
     n_shards = len(shards)
-    groups = plan_groups(shards, slots)
+    slot_addrs = {a for a, _, _ in slots}
+    if st.assignment is not None and (set(st.assignment.values()) - slot_addrs
+                                      or len(st.assignment) != n_shards):
+        st.assignment = None  # (a worker of that plan is gone)
+    groups = plan_groups(shards, slots, st.assignment)
     placement = {s.index: addr for addr, members in groups for s in members}
     workers = [a for a, _, _ in slots]
     st.clock = st.start_clock
@@ -530,7 +582,8 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
             checkpoint_every=cfg.checkpoint_every if ck_url else 0,
             checkpoint_slot=st.first_slot, resume_attrs=st.resume_attrs,
             call_timeout=cfg.call_timeout,
-            slow_shards={int(k): float(v) for k, v in cfg.slow_shards.items()})
+            slow_shards={int(k): float(v) for k, v in cfg.slow_shards.items()},
+            slow_workers={str(k): float(v) for k, v in cfg.slow_workers.items()})
         futures.append(client.submit(
             run_group_failfast, spec, cfg.connect_timeout, workers=[addr],
             allow_other_workers=False, pure=False,
@@ -549,6 +602,8 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
     t_prev = t0
     c = st.start_clock
     poll = 2.0
+    slow_watch = StragglerWatch(cfg.rebalance_after)
+    movable = ck_url is not None and n_shards > len(slots) and cfg.rebalance_after > 0
     try:
         while c < stop_clock:
             st.clock = c
@@ -574,6 +629,7 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
                     st.stragglers.add(w)
                     log.warning("straggler: worker %s sampled clock %d more than %gx slower "
                                 "per token than the others", w, c, cfg.straggler_factor)
+            slow = slow_watch.update(list(stats.values()), rec["stragglers"])
             if cfg.top_words_every and ((c + 1) % cfg.top_words_every == 0
                                         or c + 1 == stop_clock):
                 rec["top_words"] = _top_words(ps, corpus.vocab, 10, cfg.call_timeout)
@@ -588,6 +644,9 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
             if reason and c < stop_clock and st.stop_reason == "iterations":
                 st.stop_reason = reason
                 stop_clock = call(ps.clock.stop(None), cfg.call_timeout, "stop")
+            if (movable and slow and rec["checkpoint"] == c and c < stop_clock
+                    and st.stop_reason == "iterations"):
+                _maybe_rebalance(corpus, cfg, shards, slots, placement, slow_watch, slow, c)
         st.clock = c
         results = _results(futures, cfg.call_timeout)
     except BaseException as exc:
@@ -598,7 +657,10 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
             with contextlib.suppress(Exception):
                 lost.extend(sorted(used - live_workers(client)))
         # Stop the tasks at their next clock wait, give them a moment, then free everything.
-        _abandon(client, ps, futures, addrs, timeout=5.0)
+        # (A rebalance has every worker alive: wait for all its tasks, however long a clock is,
+        # so none can still write into the checkpoint slot the next attempt writes.)
+        _abandon(client, ps, futures, addrs,
+                 timeout=cfg.call_timeout if isinstance(exc, RebalanceRequest) else 5.0)
         if isinstance(exc, RuntimeError) and "lost" in str(exc).lower():
             # distributed: "Worker holding Actor was lost" (on attribute access, in a task too)
             lost.extend(sorted(used - live_workers(client)))
@@ -629,6 +691,32 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
                        ticks=[tuple(t) for t in state["ticks"]], ps_info=info,
                        clocks=list(state["completed"]), placement=placement,
                        stop_reason=st.stop_reason)
+
+
+def _maybe_rebalance(corpus: Any, cfg: TrainConfig, shards: list[Any],
+                     slots: list[tuple[str, int, int]], placement: dict[int, str],
+                     watch: StragglerWatch, slow: list[str], c: int) -> None:
+    """Raise :class:`RebalanceRequest` when a placement by measured throughput gains enough.
+
+    Called only at a clock ``c`` whose checkpoint was just committed, so the restart loses no
+    work. A plan whose caches would not fit the workers' memory is not used.
+    """
+    rates = watch.rates()
+    new = plan_rebalance({s.index: s.n_tokens for s in shards}, placement, rates)
+    if new is None:
+        return
+    per_worker: dict[str, int] = {}
+    for w in new.values():
+        per_worker[w] = per_worker.get(w, 0) + 1
+    try:
+        _check_fits(corpus, cfg, slots, shards, max_per_worker=max(per_worker.values()))
+    except ConfigError as exc:
+        log.info("no rebalance at clock %d: %s", c, exc)
+        return
+    before, after = shards_by_worker(placement), shards_by_worker(new)
+    raise RebalanceRequest(Rebalance(clock=c, slow_workers=list(slow),
+                                     rates={w: float(rates[w]) for w in sorted(rates)},
+                                     before=before, after=after), new)
 
 
 def _history_for_store(history: list[dict]) -> list[dict]:
@@ -752,6 +840,8 @@ def train(
     *,
     sampler_params: dict | None = None,
     slow_shards: dict[int, float] | None = None,
+    slow_workers: dict[str, float] | None = None,
+    rebalance_after: int = 3,
     connect_timeout: float = 10.0,
     call_timeout: float = 120.0,
     max_recoveries: int = 3,
@@ -776,6 +866,10 @@ def train(
     overwrite : replace an existing ``out``.
     on_record : callback(s) receiving every metrics record (docs/contracts.md).
     slow_shards : debug — ``{shard: seconds}`` of extra sleep per clock.
+    slow_workers : debug — ``{worker address: seconds}`` of extra sleep per shard per clock.
+    rebalance_after : a worker that is a straggler this many clocks in a row gets fewer shards
+        (restart from the checkpoint committed at that clock; needs checkpoints and more shards
+        than workers); 0 never moves shards.
     max_recoveries : lost workers recovered (from the latest checkpoint) before giving up.
 
     A first SIGINT stops after the current clock, commits a checkpoint and raises
@@ -796,7 +890,9 @@ def train(
                       seed=int(seed), checkpoint_every=int(checkpoint_every), resume=bool(resume),
                       max_seconds=max_seconds, tol=tol, n_shards=n_shards,
                       sampler_params=dict(sampler_params or {}),
-                      slow_shards=dict(slow_shards or {}), call_timeout=call_timeout,
+                      slow_shards=dict(slow_shards or {}),
+                      slow_workers=dict(slow_workers or {}), rebalance_after=int(rebalance_after),
+                      call_timeout=call_timeout,
                       max_recoveries=int(max_recoveries))
     if workers is not None and int(workers) < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")

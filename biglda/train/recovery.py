@@ -14,9 +14,17 @@ nothing but the checkpoint's ``z``; the price is at most ``checkpoint_every`` cl
 Under BSP the chain is deterministic for a seed and shard plan (pulls are by clock), so a
 recovered run ends with the same ``z`` as a run without failures.
 
+Rebalancing a straggler uses the same restart without a failure: when a worker has been a
+straggler for ``rebalance_after`` consecutive clocks, there are more shards than workers and a
+checkpoint was just committed at the current clock (so no work is lost), the driver stops the
+round, places the shards again in proportion to the workers' measured sampling throughput
+(:func:`biglda.samplers.backends.balance_shards`), and restarts every shard from that
+checkpoint. The shard plan does not change, and under BSP the chain depends on the seed and the
+shard plan only, so a rebalanced run ends with the same ``z`` as one that was not.
+
 This module holds the pieces the driver composes: the errors, the checkpoint lookup, the
-SIGINT flag, the worker-loss and straggler checks, and the Dask memory settings of the
-embedded cluster.
+SIGINT flag, the worker-loss and straggler checks, the rebalance plan, and the Dask memory
+settings of the embedded cluster.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import logging
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -116,19 +125,26 @@ def wait_for_workers(client: Any, n: int, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def find_stragglers(rows: list[dict], factor: float, min_excess_s: float = 0.05) -> list[str]:
-    """Workers whose sampling of one clock took ``factor`` x longer per token than the others.
-
-    ``rows``: the shards' statistics of one clock. A worker's time is its shards' clock time
-    minus the SSP wait (waiting is the symptom in *other* workers, not slowness), per token;
-    it is compared with the median of the *other* workers (with two workers, the other one).
-    ``min_excess_s`` keeps scheduling noise on very short clocks from being reported.
-    """
+def _busy(rows: list[dict]) -> dict[str, list[float]]:
+    """``{worker: [busy seconds, tokens]}`` of shards' statistics: clock time minus SSP wait
+    (waiting is the symptom in *other* workers, not slowness)."""
     busy: dict[str, list[float]] = {}
     for r in rows:
         acc = busy.setdefault(r["worker"], [0.0, 0.0])
         acc[0] += max(0.0, r["clock_s"] - r["wait_s"])
         acc[1] += max(1, r["tokens"])
+    return busy
+
+
+def find_stragglers(rows: list[dict], factor: float, min_excess_s: float = 0.05) -> list[str]:
+    """Workers whose sampling of one clock took ``factor`` x longer per token than the others.
+
+    ``rows``: the shards' statistics of one clock. A worker's time is its shards' clock time
+    minus the SSP wait, per token; it is compared with the median of the *other* workers (with
+    two workers, the other one). ``min_excess_s`` keeps scheduling noise on very short clocks
+    from being reported.
+    """
+    busy = _busy(rows)
     if len(busy) < 2:
         return []
     rate = {w: s / n for w, (s, n) in busy.items()}
@@ -138,6 +154,106 @@ def find_stragglers(rows: list[dict], factor: float, min_excess_s: float = 0.05)
         if rate[w] > factor * others and s - others * n > min_excess_s:
             out.append(w)
     return sorted(out)
+
+
+class StragglerWatch:
+    """Counts consecutive straggler clocks per worker and measures every worker's throughput.
+
+    ``update(rows, stragglers)`` once per clock; it returns the workers that have now been
+    stragglers for at least ``after`` consecutive clocks (``after`` = 0: never any).
+    ``rates()`` is tokens per busy second of each worker over the last ``after`` clocks.
+    """
+
+    def __init__(self, after: int) -> None:
+        self.after = int(after)
+        self.streak: dict[str, int] = {}
+        self.window: deque[dict[str, list[float]]] = deque(maxlen=max(1, self.after))
+
+    def update(self, rows: list[dict], stragglers: list[str]) -> list[str]:
+        busy = _busy(rows)
+        self.window.append(busy)
+        self.streak = {w: self.streak.get(w, 0) + 1 for w in stragglers}
+        if self.after <= 0:
+            return []
+        return sorted(w for w, n in self.streak.items() if n >= self.after)
+
+    def rates(self) -> dict[str, float]:
+        total: dict[str, list[float]] = {}
+        for busy in self.window:
+            for w, (s, n) in busy.items():
+                acc = total.setdefault(w, [0.0, 0.0])
+                acc[0] += s
+                acc[1] += n
+        return {w: n / max(s, 1e-9) for w, (s, n) in total.items()}
+
+
+def plan_rebalance(shard_tokens: dict[int, int], placement: dict[int, str],
+                   rates: dict[str, float], min_gain: float = 0.1) -> dict[int, str] | None:
+    """A new ``shard -> worker`` placement in proportion to the workers' throughput, or None.
+
+    ``shard_tokens``: tokens of every shard; ``placement``: where each shard is now;
+    ``rates``: measured tokens/s of the workers that hold shards (only they are placed again:
+    a worker without shards has no measured rate). Shards go largest first to the worker that
+    would finish soonest (:func:`biglda.samplers.backends.balance_shards`). None when the
+    predicted time of a clock (the slowest worker's load / rate) would not drop by at least
+    ``min_gain`` (a fraction), so a rebalance that gains little is not worth a restart.
+    """
+    from biglda.samplers.backends import balance_shards
+
+    workers = sorted({placement[s] for s in shard_tokens})
+    if len(workers) < 2 or any(not rates.get(w, 0.0) > 0 for w in workers):
+        return None
+    shards = sorted(shard_tokens)
+    speed = [rates[w] for w in workers]
+    assign = balance_shards(speed, [shard_tokens[s] for s in shards])
+    new = {s: workers[a] for s, a in zip(shards, assign, strict=True)}
+
+    def makespan(p: dict[int, str]) -> float:
+        load: dict[str, int] = {}
+        for s, w in p.items():
+            load[w] = load.get(w, 0) + shard_tokens[s]
+        return max(n / rates[w] for w, n in load.items())
+
+    if makespan(new) > (1.0 - min_gain) * makespan(placement):
+        return None
+    return new
+
+
+@dataclass
+class Rebalance:
+    """One rebalance: the slow workers, their rates and the shards of every worker before and
+    after the restart at ``clock`` (a committed checkpoint)."""
+
+    clock: int
+    slow_workers: list[str]
+    rates: dict[str, float]
+    before: dict[str, list[int]]
+    after: dict[str, list[int]]
+    restart_s: float = 0.0   # decision -> new actors started and tasks submitted
+
+    def as_record(self, run_id: str) -> dict[str, Any]:
+        return {"type": "rebalance", "run_id": run_id, "clock": self.clock,
+                "slow_workers": list(self.slow_workers), "tokens_per_s": dict(self.rates),
+                "shards_before": {w: list(v) for w, v in self.before.items()},
+                "shards_after": {w: list(v) for w, v in self.after.items()},
+                "restart_s": self.restart_s}
+
+
+class RebalanceRequest(Exception):
+    """Raised inside an attempt to stop it at a committed checkpoint and restart the shards
+    with ``assignment`` (shard -> worker). Not an error: no recovery is counted."""
+
+    def __init__(self, event: Rebalance, assignment: dict[int, str]) -> None:
+        super().__init__(f"rebalance at clock {event.clock}")
+        self.event = event
+        self.assignment = assignment
+
+
+def shards_by_worker(placement: dict[int, str]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for s, w in sorted(placement.items()):
+        out.setdefault(w, []).append(int(s))
+    return out
 
 
 @contextlib.contextmanager

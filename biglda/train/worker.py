@@ -62,6 +62,7 @@ class GroupSpec:
     call_timeout: float = 120.0
     wait_chunk: float = 2.0
     slow_shards: dict = field(default_factory=dict)
+    slow_workers: dict = field(default_factory=dict)  # debug: {worker address: s per shard-clock}
 
 
 class _ShardState:
@@ -151,6 +152,8 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             kernel_cpu = time.thread_time() - kcpu0
             if st.index in spec.slow_shards:  # debug: an artificially slow shard
                 time.sleep(float(spec.slow_shards[st.index]))
+            if worker in spec.slow_workers:  # debug: an artificially slow worker
+                time.sleep(float(spec.slow_workers[worker]))
             t_sweep = time.time()
             doc_ll = float(doc_loglik(st.doc_ptr, st.z, spec.alpha, spec.n_topics))
             t_ll = time.time()
