@@ -446,7 +446,7 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
                                        "checkpoint of that clock") from None
                 st.start_clock, st.resume_attrs = int(attrs["clock"]), attrs
                 st.first_slot, st.ck_read = 1 - int(attrs["slot"]), ck_url
-                st.history = [r for r in st.history if r["iteration"] <= st.start_clock]
+                st.history = _checked_history(st.history, st.start_clock, "rebalance")
                 st.attempt += 1
                 st.stop_reason = "iterations"
                 st.assignment = req.assignment
