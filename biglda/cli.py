@@ -227,6 +227,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    help="lightlda: Metropolis-Hastings, O(1)/token (default); cgs: exact Gibbs")
     p.add_argument("--alpha", type=float, default=0.1, help="doc-topic prior (default 0.1)")
     p.add_argument("--beta", type=float, default=0.01, help="topic-word prior (default 0.01)")
+    p.add_argument("--optimize-alpha-every", type=int, default=0, metavar="N",
+                   help="learn an asymmetric alpha (Minka's fixed point) every N iterations "
+                        "after a burn-in of max(10, 2N) (0 = keep --alpha; default 0)")
     p.add_argument("--workers", type=int, default=None,
                    help="workers of the embedded cluster (default: one per core)")
     p.add_argument("--threads-per-worker", type=int, default=1,
@@ -327,7 +330,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
                     checkpoint_every=args.checkpoint_every, resume=args.resume,
                     scheduler=args.scheduler, max_seconds=args.max_seconds, tol=args.tol,
                     n_shards=args.shards, overwrite=args.overwrite, on_record=progress,
-                    connect_timeout=args.connect_timeout)
+                    connect_timeout=args.connect_timeout,
+                    optimize_alpha_every=args.optimize_alpha_every)
     finally:
         progress.close()
     if not args.quiet:

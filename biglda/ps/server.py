@@ -274,6 +274,7 @@ class ClockServer:
         self.ticks: list[tuple[int, int, float]] = []  # (shard, completed, time)
         self.starts: list[tuple[int, int, float, int]] = []  # (shard, clock, time, min clock)
         self.stats: dict[int, dict[int, dict]] = {}
+        self._alpha: tuple[int, Any] | None = None  # (first clock it applies to, alpha)
         self._event: asyncio.Event | None = None
 
     def _notify(self) -> None:
@@ -338,6 +339,33 @@ class ClockServer:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
+            await self._changed(left)
+
+    async def set_alpha(self, clock: int, alpha: Any) -> None:
+        """Publish the optimized alpha the shards use from ``clock`` on (the driver)."""
+        if self._alpha is None or int(clock) >= self._alpha[0]:
+            self._alpha = (int(clock), alpha)
+        self._notify()
+
+    async def get_alpha(self, clock: int, need: bool = False, timeout: float = 5.0) -> Any:
+        """The newest published ``(from_clock, alpha)`` (None: none yet), or ``"wait"`` /
+        ``"abort"`` / ``"stop"``.
+
+        ``need``: wait until an alpha for exactly ``clock`` (or later) is published — BSP, at a
+        clock right after an optimization; ``"wait"`` after ``timeout`` (the caller asks again).
+        """
+        clock = int(clock)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.aborted:
+                return "abort"
+            if not need or (self._alpha is not None and self._alpha[0] >= clock):
+                return self._alpha
+            if clock >= self.stop_at:
+                return "stop"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "wait"
             await self._changed(left)
 
     async def stop(self, at: int | None = None) -> int:

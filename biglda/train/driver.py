@@ -101,11 +101,24 @@ class TrainConfig:
     straggler_factor: float = 2.0    # "straggler": this many times slower per token
     connect_timeout: float = 10.0    # tasks' connects to actors (a dead worker's fail after it)
     rebalance_after: int = 3         # straggler clocks in a row before its shards move (0: never)
+    optimize_alpha_every: int = 0    # asymmetric alpha by Minka's fixed point every N clocks
+    optimize_alpha_burn_in: int | None = None  # first optimization after this many clocks
+    optimize_alpha_iterations: int = 20        # fixed-point iterations per optimization
+
+    @property
+    def alpha_burn_in(self) -> int:
+        """Clocks before the first optimization (default ``max(10, 2 N)``)."""
+        if self.optimize_alpha_burn_in is not None:
+            return int(self.optimize_alpha_burn_in)
+        return max(10, 2 * int(self.optimize_alpha_every))
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("n_topics", "iterations", "sampler", "alpha",
                                            "beta", "seed", "checkpoint_every", "resume",
-                                           "max_seconds", "tol", "n_shards", "sampler_params")}
+                                           "max_seconds", "tol", "n_shards", "sampler_params",
+                                           "optimize_alpha_every")}
+        if self.optimize_alpha_every:
+            d["optimize_alpha_burn_in"] = self.alpha_burn_in
         d["staleness"] = "inf" if math.isinf(self.staleness) else self.staleness
         return d
 
@@ -127,6 +140,7 @@ class TrainResult:
     stop_reason: str = "iterations"
     recoveries: list[Any] = field(default_factory=list)  # biglda.train.recovery.Recovery
     rebalances: list[Any] = field(default_factory=list)  # biglda.train.recovery.Rebalance
+    alpha: np.ndarray | None = None    # the final alpha (optimized, or the symmetric one)
 
 
 # ----------------------------------------------------------------------------- validation
@@ -155,6 +169,11 @@ def validate(corpus_url: str, out: str | None, cfg: TrainConfig, overwrite: bool
         raise ConfigError(f"--staleness must be >= 0 (or inf), got {cfg.staleness}")
     if cfg.staleness != math.inf and cfg.staleness != int(cfg.staleness):
         raise ConfigError(f"--staleness must be a whole number of clocks, got {cfg.staleness}")
+    if not isinstance(cfg.optimize_alpha_every, int | np.integer) or cfg.optimize_alpha_every < 0:
+        raise ConfigError(f"--optimize-alpha-every must be an integer >= 0, got "
+                          f"{cfg.optimize_alpha_every}")
+    if cfg.optimize_alpha_burn_in is not None and cfg.optimize_alpha_burn_in < 0:
+        raise ConfigError(f"optimize_alpha_burn_in must be >= 0, got {cfg.optimize_alpha_burn_in}")
     if cfg.rebalance_after < 0:
         raise ConfigError(f"rebalance_after must be >= 0, got {cfg.rebalance_after}")
     if cfg.checkpoint_every < 0:
@@ -569,7 +588,7 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
     ps = start_parameter_server(client, corpus.n_words, cfg.n_topics, n_shards, cfg.beta,
                                 cfg.staleness, workers, start_clock=st.start_clock,
                                 timeout=cfg.call_timeout)
-    alpha = np.full(cfg.n_topics, float(cfg.alpha))
+    alpha = alpha_from_history(history, cfg)  # (a resumed or recovered run: its optimized one)
     futures, addrs = [], []
     stop_clock = st.stop_clock
     for addr, members in groups:
@@ -583,7 +602,9 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
             checkpoint_slot=st.first_slot, resume_attrs=st.resume_attrs,
             call_timeout=cfg.call_timeout,
             slow_shards={int(k): float(v) for k, v in cfg.slow_shards.items()},
-            slow_workers={str(k): float(v) for k, v in cfg.slow_workers.items()})
+            slow_workers={str(k): float(v) for k, v in cfg.slow_workers.items()},
+            optimize_alpha_every=int(cfg.optimize_alpha_every),
+            optimize_alpha_burn_in=cfg.alpha_burn_in)
         futures.append(client.submit(
             run_group_failfast, spec, cfg.connect_timeout, workers=[addr],
             allow_other_workers=False, pure=False,
@@ -623,6 +644,13 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
             clocks = call(ps.clock.clocks(), cfg.call_timeout, "clocks", check=watch)
             rec = _record(run_id, c, cfg, stats, word, corpus.n_tokens, corpus.n_words,
                           t_prev, t0, clocks, placement, history)
+            new_alpha = _optimized_alpha(stats, alpha, cfg)
+            if new_alpha is not None:
+                # published before any shard may start c + 1 with it (BSP: they wait for it)
+                call(ps.clock.set_alpha(c + 1, new_alpha), cfg.call_timeout, "set alpha",
+                     check=watch)
+                alpha = new_alpha
+                rec["alpha"] = [float(a) for a in alpha]
             rec["stragglers"] = find_stragglers(list(stats.values()), cfg.straggler_factor)
             for w in rec["stragglers"]:
                 if w not in st.stragglers:
@@ -690,7 +718,39 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
                        starts=[tuple(s) for s in state["starts"]],
                        ticks=[tuple(t) for t in state["ticks"]], ps_info=info,
                        clocks=list(state["completed"]), placement=placement,
-                       stop_reason=st.stop_reason)
+                       stop_reason=st.stop_reason, alpha=alpha)
+
+
+def alpha_from_history(history: list[dict], cfg: TrainConfig) -> np.ndarray:
+    """The alpha in force after the records ``history``: the newest record's ``alpha`` (an
+    optimization at clock ``c`` is in the record of iteration ``c + 1`` and applies from clock
+    ``c + 1``), else the symmetric ``cfg.alpha``. A checkpoint stores exactly the records of
+    iterations ``1..clock``, so a resumed or recovered run continues with the alpha it had."""
+    for r in reversed(history):
+        a = r.get("alpha")
+        if a is not None and len(a) == cfg.n_topics:
+            return np.asarray(a, dtype=np.float64)
+    return np.full(cfg.n_topics, float(cfg.alpha))
+
+
+def _optimized_alpha(stats: dict[int, dict], alpha: np.ndarray, cfg: TrainConfig
+                     ) -> np.ndarray | None:
+    """Minka's fixed point on the histograms every shard sent with clock ``c`` (else None)."""
+    from biglda.samplers.hyper import optimize_alpha
+
+    hists = [r.get("alpha_hist") for r in stats.values()]
+    if not hists or any(h is None for h in hists):
+        return None
+    width = max(np.asarray(h[0]).shape[1] for h in hists)
+    length = max(len(h[1]) for h in hists)
+    count_hist = np.zeros((cfg.n_topics, width), dtype=np.int64)
+    length_hist = np.zeros(length, dtype=np.int64)
+    for ch, lh in hists:
+        ch, lh = np.asarray(ch), np.asarray(lh)
+        count_hist[:, :ch.shape[1]] += ch
+        length_hist[:len(lh)] += lh
+    return optimize_alpha(count_hist, length_hist, alpha,
+                          iterations=int(cfg.optimize_alpha_iterations))
 
 
 def _maybe_rebalance(corpus: Any, cfg: TrainConfig, shards: list[Any],
@@ -845,6 +905,8 @@ def train(
     connect_timeout: float = 10.0,
     call_timeout: float = 120.0,
     max_recoveries: int = 3,
+    optimize_alpha_every: int = 0,
+    optimize_alpha_burn_in: int | None = None,
 ) -> str:
     """Train an LDA model on Dask and write it to ``out`` (a ``model.zarr``); return ``out``.
 
@@ -871,6 +933,12 @@ def train(
         (restart from the checkpoint committed at that clock; needs checkpoints and more shards
         than workers); 0 never moves shards.
     max_recoveries : lost workers recovered (from the latest checkpoint) before giving up.
+    optimize_alpha_every : learn an asymmetric alpha (Minka's fixed point on the doc-topic
+        count histograms of all shards) every N clocks after ``optimize_alpha_burn_in`` clocks
+        (default ``max(10, 2 N)``); 0 keeps the symmetric ``alpha``. Under BSP the alpha decided
+        from the state after clock ``c`` is used exactly from clock ``c + 1`` (deterministic);
+        under SSP each shard uses the newest published alpha when it starts a clock. The final
+        alpha is the model's; a checkpoint's history carries it for ``resume``.
 
     A first SIGINT stops after the current clock, commits a checkpoint and raises
     :class:`biglda.train.recovery.Interrupted` (exit code 130 in the CLI) whose message says how
@@ -893,7 +961,10 @@ def train(
                       slow_shards=dict(slow_shards or {}),
                       slow_workers=dict(slow_workers or {}), rebalance_after=int(rebalance_after),
                       call_timeout=call_timeout,
-                      max_recoveries=int(max_recoveries))
+                      max_recoveries=int(max_recoveries),
+                      optimize_alpha_every=int(optimize_alpha_every),
+                      optimize_alpha_burn_in=(None if optimize_alpha_burn_in is None
+                                              else int(optimize_alpha_burn_in)))
     if workers is not None and int(workers) < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if int(threads_per_worker) < 1:
@@ -938,7 +1009,7 @@ def train(
                     yield doc_topic_counts(ptr - ptr[0], result.z[s.index], cfg.n_topics)
 
             save_model(out, n_wk=result.n_wk, n_dk=n_dk_blocks(), vocab=corpus_obj.vocab,
-                       doc_ids=corpus_obj.doc_ids, alpha=np.full(cfg.n_topics, cfg.alpha),
+                       doc_ids=corpus_obj.doc_ids, alpha=result.alpha,
                        beta=cfg.beta, overwrite=overwrite,
                        attrs={"sampler": cfg.sampler, "config": cfg.as_dict(),
                               "tokenizer": dict(corpus_obj.tokenizer or {}),

@@ -63,6 +63,43 @@ class GroupSpec:
     wait_chunk: float = 2.0
     slow_shards: dict = field(default_factory=dict)
     slow_workers: dict = field(default_factory=dict)  # debug: {worker address: s per shard-clock}
+    optimize_alpha_every: int = 0     # send alpha histograms every N clocks (0: never)
+    optimize_alpha_burn_in: int = 0   # ... from this many completed clocks on
+
+
+def alpha_due(done: int, every: int, burn_in: int) -> bool:
+    """Whether alpha is optimized from the state after ``done`` completed clocks."""
+    return every > 0 and done >= max(burn_in, 1) and done % every == 0
+
+
+def _hist_stats(doc_ptr: np.ndarray, z: np.ndarray, n_topics: int) -> list[np.ndarray]:
+    """This shard's ``[count_hist, length_hist]`` trimmed to the last non-zero column."""
+    from biglda.samplers.hyper import histograms_from_z
+
+    ch, lh = histograms_from_z(doc_ptr, z, n_topics)
+    cols = np.flatnonzero(ch[:, 1:].any(axis=0))
+    ch = ch[:, :int(cols[-1]) + 2] if len(cols) else ch[:, :1]
+    small = np.int32 if len(doc_ptr) < 2**31 else np.int64
+    return [ch.astype(small), lh.astype(small)]
+
+
+def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray) -> np.ndarray | str:
+    """The alpha to sweep ``clock`` with: the newest published one. Under BSP, at the clock
+    right after an optimization, wait until the driver published exactly that one (so a seed and
+    layout give the same run). ``"abort"`` / ``"stop"``: the run was aborted / stops."""
+    need = (spec.staleness == 0 and clock > spec.start_clock
+            and alpha_due(clock, spec.optimize_alpha_every, spec.optimize_alpha_burn_in))
+    while True:
+        got = call(spec.clock.get_alpha(clock, need, timeout=spec.wait_chunk),
+                   spec.wait_chunk + spec.call_timeout,
+                   f"shard {shard}: waiting for the alpha of clock {clock}")
+        if isinstance(got, str):
+            if got == "wait":
+                continue
+            return got
+        if got is None:
+            return alpha
+        return np.asarray(got[1], dtype=np.float64)
 
 
 class _ShardState:
@@ -123,6 +160,7 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
              spec.call_timeout, f"shard {st.index}: clock tick")
 
     clock = spec.start_clock
+    alpha = np.asarray(spec.alpha, dtype=np.float64)
     running = True
     while running and clock < spec.stop_clock:
         for st in states:
@@ -134,6 +172,14 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             if not go:
                 running = False
                 break
+            if spec.optimize_alpha_every > 0:
+                new = _alpha(spec, st.index, clock, alpha)
+                if isinstance(new, str):
+                    if new == "abort":  # the driver restarts every shard: write nothing more
+                        return {}
+                    running = False
+                    break
+                alpha = new
             t_wait = time.time()
             # BSP: exactly the deltas of the clocks before this one (all arrived, by the wait),
             # so a seed and shard layout give the same run. SSP: whatever has arrived (at least
@@ -147,7 +193,7 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             t_pull = time.time()
             kcpu0 = time.thread_time()
             res = sampler.sweep(st.cache.tokens, st.doc_ptr, st.z, st.cache.n_wk, st.cache.n_k,
-                                spec.alpha, spec.beta, spec.n_words,
+                                alpha, spec.beta, spec.n_words,
                                 RandomKey(spec.seed, clock, st.index))
             kernel_cpu = time.thread_time() - kcpu0
             if st.index in spec.slow_shards:  # debug: an artificially slow shard
@@ -155,7 +201,7 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             if worker in spec.slow_workers:  # debug: an artificially slow worker
                 time.sleep(float(spec.slow_workers[worker]))
             t_sweep = time.time()
-            doc_ll = float(doc_loglik(st.doc_ptr, st.z, spec.alpha, spec.n_topics))
+            doc_ll = float(doc_loglik(st.doc_ptr, st.z, alpha, spec.n_topics))
             t_ll = time.time()
             pushed = st.cache.push(spec.ps_shards, clock, res.delta_words, res.delta_topics,
                                    res.delta_counts, spec.call_timeout)
@@ -180,6 +226,9 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
                 # the machine's other processes keep the cores
                 "kernel_cpu_s": kernel_cpu, "process_cpu_s": time.process_time() - cpu0,
             }
+            if done < spec.stop_clock and alpha_due(done, spec.optimize_alpha_every,
+                                                    spec.optimize_alpha_burn_in):
+                stats["alpha_hist"] = _hist_stats(st.doc_ptr, st.z, spec.n_topics)
             call(spec.clock.tick(st.index, done, stats), spec.call_timeout,
                  f"shard {st.index}: clock tick")
         else:
