@@ -23,7 +23,12 @@ import numpy as np
 from biglda.errors import ConfigError
 from biglda.samplers._kernels import _sweep_delta
 from biglda.samplers.backends import require_gpu
-from biglda.samplers.base import Sampler, SweepResult, as_alpha, check_sweep_args
+from biglda.samplers.base import (
+    Sampler,
+    SweepResult,
+    check_sweep_args,
+    check_sweep_settings,
+)
 from biglda.samplers.rng import RandomKey
 
 _MASK32 = 0xFFFFFFFF
@@ -119,13 +124,7 @@ def check_device_args(xp, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, k
         raise ValueError(f"tokens must be local word ids in [0, {n_rows})")
     if tokens.shape[0] and int(z.max()) >= n_topics:
         raise ValueError(f"z holds topics outside [0, {n_topics})")
-    if not (np.isfinite(beta) and beta > 0):
-        raise ConfigError(f"beta must be finite and > 0, got {beta}")
-    if int(n_words) < n_rows:
-        raise ValueError(f"n_words = {n_words} is smaller than the {n_rows} cached rows")
-    if not isinstance(key, RandomKey):
-        raise TypeError(f"key must be a RandomKey, got {type(key).__name__}")
-    return as_alpha(alpha, n_topics)
+    return check_sweep_settings(alpha, beta, n_words, key, n_rows, n_topics)
 
 
 class GPUSampler(Sampler):

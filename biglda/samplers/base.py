@@ -86,6 +86,11 @@ def check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -
     bad = _check_z(z, n_topics)
     if bad >= 0:
         raise ValueError(f"z[{bad}] = {z[bad]} is not a topic in [0, {n_topics})")
+    return check_sweep_settings(alpha, beta, n_words, key, n_rows, n_topics)
+
+
+def check_sweep_settings(alpha, beta, n_words, key, n_rows: int, n_topics: int) -> np.ndarray:
+    """The host-side settings of a sweep (any backend); returns alpha as float64 [K]."""
     if not (np.isfinite(beta) and beta > 0):
         raise ConfigError(f"beta must be finite and > 0, got {beta}")
     if int(n_words) < n_rows:
