@@ -16,11 +16,15 @@ from dataclasses import dataclass
 
 from biglda.errors import ConfigError
 
-__all__ = ["GpuStatus", "balance_shards", "gpu_status", "require_gpu", "resolve_backend"]
+__all__ = ["BACKEND_CHOICES", "GpuStatus", "balance_shards", "gpu_status", "pick_backend",
+           "require_gpu", "resolve_backend"]
 
 log = logging.getLogger("biglda.samplers")
 
 _INSTALL_HINT = "install the GPU extra: pip install 'biglda[gpu]'"
+
+#: what a run may ask for: a backend, or ``auto`` (the GPU where a real one works, else CPU)
+BACKEND_CHOICES = ("cpu", "gpu", "auto")
 
 
 @dataclass(frozen=True)
@@ -28,12 +32,14 @@ class GpuStatus:
     """What :func:`gpu_status` found.
 
     ``usable``: GPU samplers can run (on a device, or on the simulator when ``simulator``);
-    ``reason``: one line, the device name when usable, else the cause.
+    ``reason``: one line, the device name when usable, else the cause; ``n_devices``: CUDA
+    devices visible to this process (0 under the simulator and when not usable).
     """
 
     usable: bool
     simulator: bool
     reason: str
+    n_devices: int = 0
 
 
 def simulator_requested() -> bool:
@@ -89,16 +95,42 @@ def gpu_status() -> GpuStatus:
         return GpuStatus(False, False, f"CuPy is not installed ({_INSTALL_HINT})")
     if isinstance(name, bytes):
         name = name.decode()
-    return GpuStatus(True, False, f"CUDA device 0: {name} ({n_devices} visible)")
+    return GpuStatus(True, False, f"CUDA device 0: {name} ({n_devices} visible)", n_devices)
 
 
 def require_gpu() -> GpuStatus:
     """The :class:`GpuStatus`, or a ConfigError naming why the GPU backend cannot run."""
     status = gpu_status()
     if not status.usable:
-        raise ConfigError(f"backend 'gpu' is unavailable: {status.reason.rstrip('.')}; "
-                          "use backend='cpu'")
+        raise ConfigError(_unavailable(status))
     return status
+
+
+def _unavailable(status: GpuStatus) -> str:
+    return f"backend 'gpu' is unavailable: {status.reason.rstrip('.')}; use backend='cpu'"
+
+
+def pick_backend(backend: str, status: GpuStatus) -> str:
+    """The backend a process with ``status`` runs for the request ``backend`` (no logging).
+
+    ``"cpu"`` stays; ``"gpu"`` needs ``status.usable`` (the simulator counts: that is how
+    CPU-only CI runs the kernels) else raises ConfigError naming the cause; ``"auto"`` is
+    ``"gpu"`` only on a real device, never on the simulator.
+
+    Examples
+    --------
+    >>> pick_backend("auto", GpuStatus(True, True, "the CUDA simulator"))
+    'cpu'
+    """
+    if backend == "cpu":
+        return "cpu"
+    if backend == "gpu":
+        if not status.usable:
+            raise ConfigError(_unavailable(status))
+        return "gpu"
+    if backend != "auto":
+        raise ConfigError(f"unknown backend {backend!r}; expected 'cpu', 'gpu' or 'auto'")
+    return "gpu" if status.usable and not status.simulator else "cpu"
 
 
 def resolve_backend(backend: str) -> str:
@@ -117,12 +149,13 @@ def resolve_backend(backend: str) -> str:
     if backend != "auto":
         raise ConfigError(f"unknown backend {backend!r}; expected 'cpu', 'gpu' or 'auto'")
     status = gpu_status()
-    if status.usable and not status.simulator:
+    chosen = pick_backend("auto", status)
+    if chosen == "gpu":
         log.info("backend auto -> gpu (%s)", status.reason)
-        return "gpu"
-    log.info("backend auto -> cpu (%s)", "the CUDA simulator is not a GPU" if status.simulator
-             else status.reason)
-    return "cpu"
+    else:
+        log.info("backend auto -> cpu (%s)", "the CUDA simulator is not a GPU"
+                 if status.simulator else status.reason)
+    return chosen
 
 
 def balance_shards(throughputs, shard_tokens) -> list[int]:
