@@ -55,6 +55,7 @@ from biglda.train.recovery import (
     Recovery,
     StragglerWatch,
     WorkerLost,
+    busy_by_worker,
     check_workers,
     find_stragglers,
     ignore_sigint,
@@ -73,6 +74,7 @@ log = logging.getLogger("biglda.train")
 
 SAMPLERS = ("cgs", "lightlda")
 MAX_TOPICS = 65535  # z is uint16
+BALANCE = ("auto", "throughput", "none")
 
 
 @dataclass
@@ -104,6 +106,13 @@ class TrainConfig:
     optimize_alpha_every: int = 0    # asymmetric alpha by Minka's fixed point every N clocks
     optimize_alpha_burn_in: int | None = None  # first optimization after this many clocks
     optimize_alpha_iterations: int = 20        # fixed-point iterations per optimization
+    backend: str = "cpu"             # "cpu" | "gpu" | "auto": resolved on each worker
+    worker_backends: dict = field(default_factory=dict)  # {worker address: backend} overrides
+    gpu_sampler_params: dict = field(default_factory=dict)  # settings of the GPU sampler
+    balance: str = "auto"            # "throughput" | "none" | "auto" (throughput if mixed)
+    balance_after: int = 2           # clocks measured (the first one not counted) before it
+    shards_per_worker: int = 4       # default shards per worker thread when balancing
+    balance_min_gain: float = 0.1    # restart only if the slowest worker's time drops this much
 
     @property
     def alpha_burn_in(self) -> int:
@@ -116,7 +125,7 @@ class TrainConfig:
         d = {k: getattr(self, k) for k in ("n_topics", "iterations", "sampler", "alpha",
                                            "beta", "seed", "checkpoint_every", "resume",
                                            "max_seconds", "tol", "n_shards", "sampler_params",
-                                           "optimize_alpha_every")}
+                                           "optimize_alpha_every", "backend", "balance")}
         if self.optimize_alpha_every:
             d["optimize_alpha_burn_in"] = self.alpha_burn_in
         d["staleness"] = "inf" if math.isinf(self.staleness) else self.staleness
@@ -161,6 +170,17 @@ def validate(corpus_url: str, out: str | None, cfg: TrainConfig, overwrite: bool
     if cfg.sampler not in SAMPLERS:
         raise ConfigError(f"unknown sampler {cfg.sampler!r} (choose from {', '.join(SAMPLERS)})")
     get_sampler(cfg.sampler, **cfg.sampler_params)  # unknown params / backends fail here
+    from biglda.samplers.backends import BACKEND_CHOICES
+    for name, b in [("--backend", cfg.backend)] + [(f"the backend of worker {w}", b)
+                                                   for w, b in cfg.worker_backends.items()]:
+        if b not in BACKEND_CHOICES:
+            raise ConfigError(f"{name} must be one of {', '.join(BACKEND_CHOICES)}, got {b!r}")
+    if cfg.balance not in BALANCE:
+        raise ConfigError(f"--balance must be one of {', '.join(BALANCE)}, got {cfg.balance!r}")
+    if not isinstance(cfg.balance_after, int | np.integer) or cfg.balance_after < 1:
+        raise ConfigError(f"balance_after must be an integer >= 1, got {cfg.balance_after}")
+    if cfg.shards_per_worker < 1:
+        raise ConfigError(f"shards_per_worker must be >= 1, got {cfg.shards_per_worker}")
     if not (np.isfinite(cfg.alpha) and cfg.alpha > 0):
         raise ConfigError(f"--alpha must be > 0, got {cfg.alpha}")
     if not (np.isfinite(cfg.beta) and cfg.beta > 0):
@@ -205,9 +225,16 @@ def validate(corpus_url: str, out: str | None, cfg: TrainConfig, overwrite: bool
 
 @contextlib.contextmanager
 def connect(scheduler: Any = None, workers: int | None = None, threads_per_worker: int = 1,
-            timeout: float = 10.0) -> Iterator[Any]:
-    """A client: the given one, one connected to ``scheduler``, or an embedded LocalCluster."""
-    from distributed import Client, LocalCluster
+            timeout: float = 10.0, backend: str = "cpu") -> Iterator[Any]:
+    """A client: the given one, one connected to ``scheduler``, or an embedded LocalCluster.
+
+    The embedded cluster has ``workers`` CPU workers (default one per core). With
+    ``backend`` "gpu" or "auto" and CUDA devices here (a real GPU: the simulator does not
+    count), it has one worker per GPU with one thread instead (``CUDA_VISIBLE_DEVICES`` set
+    to its device), plus under "auto" ``workers`` CPU workers (default: the cores left),
+    which see no GPU. With backend "cpu" no GPU is looked for.
+    """
+    from distributed import Client
 
     if scheduler is not None and not isinstance(scheduler, str):
         yield scheduler  # a Client the caller owns
@@ -223,22 +250,85 @@ def connect(scheduler: Any = None, workers: int | None = None, threads_per_worke
         finally:
             client.close()
         return
-    import dask
-
-    n = int(workers) if workers else max(1, (os.cpu_count() or 1) // max(1, threads_per_worker))
-    # the nannies read the memory thresholds when they start (see recovery.py for why); the
-    # worker processes ignore SIGINT, so Ctrl-C (sent to the whole process group) reaches the
-    # driver only, which stops cleanly with a checkpoint
-    with dask.config.set(EMBEDDED_MEMORY_CONFIG), ignore_sigint():
-        cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
-                               processes=True, dashboard_address="127.0.0.1:0",
-                               host="127.0.0.1")
+    tpw = max(1, threads_per_worker)
+    n_gpus = local_gpus(backend)
+    if n_gpus:
+        n_cpu = 0 if backend == "gpu" else (
+            int(workers) if workers else max(0, (os.cpu_count() or 1) // tpw - n_gpus))
+        log.info("embedded cluster: %d GPU worker(s) (one per GPU, 1 thread) and %d CPU "
+                 "worker(s)", n_gpus, n_cpu)
+        cluster = start_local_cluster(
+            n_cpu, tpw, [{"CUDA_VISIBLE_DEVICES": str(i)} for i in range(n_gpus)],
+            cpu_env={"CUDA_VISIBLE_DEVICES": ""}, timeout=max(60.0, timeout))
+    else:
+        n = int(workers) if workers else max(1, (os.cpu_count() or 1) // tpw)
+        cluster = start_local_cluster(n, threads_per_worker)
     client = Client(cluster, direct_to_workers=True)
     try:
         yield client
     finally:
         client.close()
         cluster.close()
+
+
+def local_gpus(backend: str) -> int:
+    """CUDA devices the embedded cluster gives a worker each (0 for "cpu" or no real GPU).
+
+    Imports numba.cuda (through :func:`biglda.samplers.backends.gpu_status`) only when
+    ``backend`` is not "cpu"; ``import biglda`` never does.
+    """
+    if backend == "cpu":
+        return 0
+    from biglda.samplers.backends import gpu_status
+
+    status = gpu_status()
+    return status.n_devices if status.usable and not status.simulator else 0
+
+
+def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
+                        single_envs: list[dict[str, str]] | None = None,
+                        cpu_env: dict[str, str] | None = None, timeout: float = 60.0) -> Any:
+    """A process ``LocalCluster`` on loopback: ``n_workers`` workers, plus one single-thread
+    worker per environment in ``single_envs`` (a GPU worker: ``CUDA_VISIBLE_DEVICES``; in the
+    tests, a worker on the CUDA simulator: ``NUMBA_ENABLE_CUDASIM=1``).
+
+    The environment reaches the worker process before it imports numba (the nanny sets it
+    when it spawns the worker). ``cpu_env``: the environment of the ``n_workers`` workers.
+    The memory limit is the machine's, shared equally by all workers.
+    """
+    import copy
+
+    import dask
+    from distributed import LocalCluster
+
+    single_envs = list(single_envs or [])
+    # the nannies read the memory thresholds when they start (see recovery.py for why); the
+    # worker processes ignore SIGINT, so Ctrl-C (sent to the whole process group) reaches the
+    # driver only, which stops cleanly with a checkpoint
+    with dask.config.set(EMBEDDED_MEMORY_CONFIG), ignore_sigint():
+        if not single_envs:  # the plain cluster, exactly as a CPU-only run always had it
+            return LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                                processes=True, dashboard_address="127.0.0.1:0",
+                                host="127.0.0.1")
+        from distributed.system import MEMORY_LIMIT
+
+        n_total = n_workers + len(single_envs)
+        extra = {"env": dict(cpu_env)} if cpu_env else {}
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                               processes=True, dashboard_address="127.0.0.1:0",
+                               host="127.0.0.1", memory_limit=int(MEMORY_LIMIT // n_total),
+                               **extra)
+        try:
+            for i, env in enumerate(single_envs):
+                spec = copy.deepcopy(cluster.new_spec)
+                spec["options"].update(nthreads=1, env={**(cpu_env or {}), **env})
+                cluster.worker_spec[f"single-{i}"] = spec
+            cluster.scale(len(cluster.worker_spec))  # starts the workers added to the spec
+            cluster.wait_for_workers(n_total, timeout=timeout)
+        except BaseException:
+            cluster.close()
+            raise
+    return cluster
 
 
 def load_plugins(client: Any) -> list[str]:
@@ -324,6 +414,7 @@ def _record(run_id: str, c: int, cfg: TrainConfig, stats: dict[int, dict], word:
     elapsed = t_end - t0
     done_its = len(history) + 1
     mean_it = elapsed / done_its
+    busy = busy_by_worker(rows)
     return {
         "type": "iteration", "run_id": run_id, "iteration": c + 1,
         "n_iterations": cfg.iterations, "elapsed": elapsed,
@@ -342,8 +433,30 @@ def _record(run_id: str, c: int, cfg: TrainConfig, stats: dict[int, dict], word:
         "process_cpu_s": sum(r.get("process_cpu_s", 0.0) for r in rows),
         "wait_s": sum(r["wait_s"] for r in rows), "pull_s": sum(r["pull_s"] for r in rows),
         "push_s": sum(r["push_s"] for r in rows), "ll_s": sum(r["ll_s"] for r in rows),
+        "backends": {r["worker"]: r.get("backend", "cpu") for r in rows},
+        "tokens_per_worker": {w: int(v[0]) for w, v in per_worker.items()},
+        "busy_s_per_worker": {w: v[0] for w, v in busy.items()},
+        # the time the fastest worker waits for the slowest at this clock (see clock_spread_s)
+        "clock_spread_s": clock_spread_s(busy),
         "top_words": None,
     }
+
+
+def clock_spread_s(busy: dict[str, list[float]]) -> float:
+    """The clock spread in seconds: the longest minus the shortest busy time of the workers at
+    one clock, a worker's busy time being the sum over its shards of the clock's time minus
+    the SSP wait (pull, sweep, log-likelihood, push, checkpoint). Under BSP every worker starts
+    a clock at the same barrier, so this is how long the fastest worker sits idle waiting for
+    the slowest. Durations only, so clocks of different machines need not agree.
+    ``busy``: :func:`biglda.train.recovery.busy_by_worker` of one clock's statistics.
+
+    Examples
+    --------
+    >>> clock_spread_s({"a": [1.5, 100], "b": [0.5, 100]})
+    1.0
+    """
+    times = [v[0] for v in busy.values()]
+    return float(max(times) - min(times)) if times else 0.0
 
 
 def _top_words(ps, vocab: np.ndarray, n: int, timeout: float) -> list[list[str]]:
@@ -365,14 +478,57 @@ def _gather_table(ps, n_words: int, n_topics: int, timeout: float
     return n_wk, n_k
 
 
-def plan_cluster(client: Any, corpus: Any, cfg: TrainConfig
-                 ) -> tuple[list[tuple[str, int, int]], list[Any]]:
-    """Workers ``(address, nthreads, memory_limit)`` and the shard plan; checks the table fits."""
+def plan_cluster(client: Any, corpus: Any, cfg: TrainConfig, log_choice: bool = False
+                 ) -> tuple[list[tuple[str, int, int]], list[Any], dict[str, str]]:
+    """Workers ``(address, nthreads, memory_limit)``, the shard plan and the backend of each
+    worker; checks the table fits and that every worker can run its backend.
+
+    Shards: ``cfg.n_shards``, else one per worker thread, or ``shards_per_worker`` per thread
+    when the job is balanced by throughput (:func:`balancing`), so there are shards to move.
+    """
     slots = _worker_slots(client, timeout=30.0)
+    backends = plan_backends(client, cfg, [a for a, _, _ in slots], log_choice)
     n_slots = sum(max(1, t) for _, t, _ in slots)
-    shards = corpus.plan_shards(int(cfg.n_shards or n_slots))
+    per_slot = cfg.shards_per_worker if balancing(cfg, backends) and len(slots) > 1 else 1
+    shards = corpus.plan_shards(int(cfg.n_shards or n_slots * per_slot))
     _check_fits(corpus, cfg, slots, shards)
-    return slots, shards
+    return slots, shards, backends
+
+
+def plan_backends(client: Any, cfg: TrainConfig, workers: list[str],
+                  log_choice: bool = False) -> dict[str, str]:
+    """``{worker: "cpu" | "gpu"}``: what each worker will run (its task decides the same way,
+    :func:`biglda.train.worker.worker_backend`). Asks the workers for their GPU status unless
+    every request is "cpu"; "gpu" on a worker without a usable GPU is a ConfigError naming
+    the worker and the cause. Logs the choice of "auto".
+    """
+    requested = {w: cfg.worker_backends.get(w, cfg.backend) for w in workers}
+    if all(b == "cpu" for b in requested.values()):
+        return dict(requested)
+    from biglda.samplers.backends import GpuStatus, pick_backend
+    from biglda.train.worker import gpu_probe
+
+    probes = client.run(gpu_probe, workers=list(workers))
+    out, reasons = {}, {}
+    for w in workers:
+        status = GpuStatus(**probes[w])
+        try:
+            out[w] = pick_backend(requested[w], status)
+        except ConfigError as exc:
+            raise ConfigError(f"worker {w}: {exc}") from None
+        reasons[w] = status.reason
+    if log_choice:
+        for w in workers:
+            log.info("backend %s on worker %s: %s (%s)", requested[w], w, out[w], reasons[w])
+    return out
+
+
+def balancing(cfg: TrainConfig, backends: dict[str, str]) -> bool:
+    """Whether shards are balanced by measured throughput: ``balance="throughput"``, or
+    ``"auto"`` and the workers run different backends (a GPU and CPU job)."""
+    if cfg.balance == "auto":
+        return len(set(backends.values())) > 1
+    return cfg.balance == "throughput"
 
 
 @dataclass
@@ -391,6 +547,8 @@ class _RunState:
     stragglers: set = field(default_factory=set)
     assignment: dict | None = None      # shard -> worker after a rebalance (None: even plan)
     t_fail: float = 0.0                 # when the current attempt failed (or started)
+    balance: bool = False               # balance shards by throughput after the first clocks
+    balanced: bool = False              # ... done (or given up) in this attempt's line
     known_missing: frozenset = frozenset()  # iterations the resumed checkpoint had no record of
     on_started: Callable[[float], None] | None = None  # told when an attempt's tasks are out
 
@@ -415,7 +573,7 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
         for cb in callbacks:
             cb(record)
 
-    slots, shards = plan_cluster(client, corpus, cfg)
+    slots, shards, backends = plan_cluster(client, corpus, cfg)
     n_workers = len(slots)
 
     # Checkpoint: fresh store, or resume from the committed slot.
@@ -444,7 +602,12 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
     st = _RunState(start_clock=start_clock, stop_clock=max(start_clock, cfg.iterations),
                    resume_attrs=resume_attrs, first_slot=first_slot, history=history,
                    ck_read=ck_read,
-                   known_missing=frozenset(ckpt.history_missing(history, start_clock)))
+                   known_missing=frozenset(ckpt.history_missing(history, start_clock)),
+                   balance=balancing(cfg, backends) and len(slots) > 1)
+    if st.balance and ck_url is None:
+        log.info("no throughput balancing: it restarts the shards from a checkpoint, and this "
+                 "run writes none (checkpoint_every 0 or no output path)")
+        st.balance = False
     initial = (start_clock, resume_attrs, first_slot, ck_read)
     recoveries: list[Recovery] = []
     rebalances: list[Rebalance] = []
@@ -475,12 +638,15 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
                 def rebalanced(t: float, event: Rebalance = event, t_req: float = t_req) -> None:
                     event.restart_s = t - t_req
                     emit(event.as_record(run_id))
-                    log.warning("rebalanced at clock %d: straggler(s) %s; shards per worker %s "
-                                "-> %s (%.1f s restart)", event.clock,
-                                ", ".join(event.slow_workers),
-                                {w: len(v) for w, v in event.before.items()},
-                                {w: len(event.after.get(w, [])) for w in event.before},
-                                event.restart_s)
+                    why = (f"straggler(s) {', '.join(event.slow_workers)}"
+                           if event.reason == "straggler" else "by measured throughput "
+                           + ", ".join(f"{w} {v:,.0f} tokens/s" for w, v in event.rates.items()))
+                    log.log(logging.WARNING if event.reason == "straggler" else logging.INFO,
+                            "rebalanced at clock %d: %s; shards per worker %s -> %s (%.1f s "
+                            "restart)", event.clock, why,
+                            {w: len(v) for w, v in event.before.items()},
+                            {w: len(event.after.get(w, [])) for w in event.before},
+                            event.restart_s)
                 st.on_started = rebalanced
                 continue
             except ClusterError as exc:
@@ -518,6 +684,7 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
             st.attempt += 1
             st.stop_reason = "iterations"
             st.assignment = None  # other workers: the even plan again
+            st.balanced = False   # ... measured and balanced again
             rec = Recovery(failed_clock=st.clock, resumed_clock=st.start_clock,
                            lost_workers=lost, error=error, detect_s=t_stopped - t_fail,
                            restart_s=0.0, workers=[a for a, _, _ in slots])
@@ -591,6 +758,15 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
     alpha = alpha_from_history(history, cfg)  # (a resumed or recovered run: its optimized one)
     futures, addrs = [], []
     stop_clock = st.stop_clock
+    # The throughput balance: measure clocks start+1 .. start+balance_after-1 (the first clock
+    # compiles kernels and fills the caches, so it is left out when there is another), then at
+    # start+balance_after, a checkpoint every shard writes for it, place the shards in
+    # proportion to the measured rates (a restart from that checkpoint, as a rebalance).
+    bal_clock = st.start_clock + int(cfg.balance_after)
+    if not (st.balance and not st.balanced and ck_url is not None and n_shards > len(slots)
+            and bal_clock < stop_clock):
+        bal_clock = -1
+    measure_from = st.start_clock + (1 if cfg.balance_after > 1 else 0)
     for addr, members in groups:
         spec = GroupSpec(
             corpus_url=corpus.url, shards=tuple(members), ps_shards=ps.shards, clock=ps.clock,
@@ -604,7 +780,10 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
             slow_shards={int(k): float(v) for k, v in cfg.slow_shards.items()},
             slow_workers={str(k): float(v) for k, v in cfg.slow_workers.items()},
             optimize_alpha_every=int(cfg.optimize_alpha_every),
-            optimize_alpha_burn_in=cfg.alpha_burn_in)
+            optimize_alpha_burn_in=cfg.alpha_burn_in, backend=cfg.backend,
+            worker_backends={str(k): str(v) for k, v in cfg.worker_backends.items()},
+            gpu_sampler_params=dict(cfg.gpu_sampler_params),
+            checkpoint_at=(bal_clock,) if bal_clock >= 0 else ())
         futures.append(client.submit(
             run_group_failfast, spec, cfg.connect_timeout, workers=[addr],
             allow_other_workers=False, pure=False,
@@ -625,6 +804,7 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
     poll = 2.0
     slow_watch = StragglerWatch(cfg.rebalance_after)
     movable = ck_url is not None and n_shards > len(slots) and cfg.rebalance_after > 0
+    window: dict[str, list[float]] = {}  # {worker: [busy s, tokens]} of the measured clocks
     try:
         while c < stop_clock:
             st.clock = c
@@ -658,6 +838,11 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
                     log.warning("straggler: worker %s sampled clock %d more than %gx slower "
                                 "per token than the others", w, c, cfg.straggler_factor)
             slow = slow_watch.update(list(stats.values()), rec["stragglers"])
+            if measure_from <= c < bal_clock:
+                for w, (b, n) in busy_by_worker(list(stats.values())).items():
+                    acc = window.setdefault(w, [0.0, 0.0])
+                    acc[0] += b
+                    acc[1] += n
             if cfg.top_words_every and ((c + 1) % cfg.top_words_every == 0
                                         or c + 1 == stop_clock):
                 rec["top_words"] = _top_words(ps, corpus.vocab, 10, cfg.call_timeout)
@@ -672,9 +857,18 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
             if reason and c < stop_clock and st.stop_reason == "iterations":
                 st.stop_reason = reason
                 stop_clock = call(ps.clock.stop(None), cfg.call_timeout, "stop")
+            if c == bal_clock and st.stop_reason == "iterations":
+                st.balanced = True  # once per attempt line, restart or not
+                if rec["checkpoint"] != c:
+                    log.warning("no throughput balance at clock %d: its checkpoint was not "
+                                "committed", c)
+                else:
+                    _maybe_rebalance(corpus, cfg, shards, slots, placement,
+                                     _throughput(window, slots), [], c, reason="throughput")
             if (movable and slow and rec["checkpoint"] == c and c < stop_clock
                     and st.stop_reason == "iterations"):
-                _maybe_rebalance(corpus, cfg, shards, slots, placement, slow_watch, slow, c)
+                _maybe_rebalance(corpus, cfg, shards, slots, placement, slow_watch.rates(),
+                                 slow, c)
         st.clock = c
         results = _results(futures, cfg.call_timeout)
     except BaseException as exc:
@@ -755,15 +949,22 @@ def _optimized_alpha(stats: dict[int, dict], alpha: np.ndarray, cfg: TrainConfig
 
 def _maybe_rebalance(corpus: Any, cfg: TrainConfig, shards: list[Any],
                      slots: list[tuple[str, int, int]], placement: dict[int, str],
-                     watch: StragglerWatch, slow: list[str], c: int) -> None:
+                     rates: dict[str, float], slow: list[str], c: int,
+                     reason: str = "straggler") -> None:
     """Raise :class:`RebalanceRequest` when a placement by measured throughput gains enough.
 
-    Called only at a clock ``c`` whose checkpoint was just committed, so the restart loses no
-    work. A plan whose caches would not fit the workers' memory is not used.
+    ``rates``: tokens per second of each worker. Called only at a clock ``c`` whose
+    checkpoint was just committed, so the restart loses no work. A plan whose caches would
+    not fit the workers' memory is not used.
     """
-    rates = watch.rates()
-    new = plan_rebalance({s.index: s.n_tokens for s in shards}, placement, rates)
+    min_gain = cfg.balance_min_gain if reason == "throughput" else 0.1
+    new = plan_rebalance({s.index: s.n_tokens for s in shards}, placement, rates,
+                         min_gain=min_gain)
     if new is None:
+        if reason == "throughput":
+            log.info("throughput balance at clock %d: no placement would shorten a clock by "
+                     "%.0f%% (tokens/s per worker: %s); shards stay", c, 100 * min_gain,
+                     {w: round(v) for w, v in sorted(rates.items())})
         return
     per_worker: dict[str, int] = {}
     for w in new.values():
@@ -774,9 +975,28 @@ def _maybe_rebalance(corpus: Any, cfg: TrainConfig, shards: list[Any],
         log.info("no rebalance at clock %d: %s", c, exc)
         return
     before, after = shards_by_worker(placement), shards_by_worker(new)
+    if reason == "throughput":  # the workers that lose shards
+        slow = sorted(w for w in before if len(after.get(w, [])) < len(before[w]))
     raise RebalanceRequest(Rebalance(clock=c, slow_workers=list(slow),
                                      rates={w: float(rates[w]) for w in sorted(rates)},
-                                     before=before, after=after), new)
+                                     before=before, after=after, reason=reason), new)
+
+
+def _throughput(window: dict[str, list[float]], slots: list[tuple[str, int, int]]
+                ) -> dict[str, float]:
+    """Tokens per second of each worker from ``{worker: [busy s, tokens]}`` summed over the
+    measured clocks: per thread (the busy time is summed over a worker's threads), times its
+    threads."""
+    threads = {a: max(1, t) for a, t, _ in slots}
+    return {w: n / max(s, 1e-9) * threads.get(w, 1) for w, (s, n) in window.items()}
+
+
+def backends_used(history: list[dict]) -> dict[str, str]:
+    """``{worker: backend}`` of every worker that sampled a clock of ``history``."""
+    out: dict[str, str] = {}
+    for r in history:
+        out.update(r.get("backends") or {})
+    return dict(sorted(out.items()))
 
 
 def _history_for_store(history: list[dict]) -> list[dict]:
@@ -907,6 +1127,10 @@ def train(
     max_recoveries: int = 3,
     optimize_alpha_every: int = 0,
     optimize_alpha_burn_in: int | None = None,
+    backend: str = "cpu",
+    balance: str = "auto",
+    worker_backends: dict[str, str] | None = None,
+    gpu_sampler_params: dict | None = None,
 ) -> str:
     """Train an LDA model on Dask and write it to ``out`` (a ``model.zarr``); return ``out``.
 
@@ -939,6 +1163,19 @@ def train(
         from the state after clock ``c`` is used exactly from clock ``c + 1`` (deterministic);
         under SSP each shard uses the newest published alpha when it starts a clock. The final
         alpha is the model's; a checkpoint's history carries it for ``resume``.
+    backend : ``"cpu"``, ``"gpu"`` or ``"auto"``, resolved on each worker: ``"auto"`` runs the
+        GPU sampler on every worker with a working GPU and the CPU one elsewhere; ``"gpu"``
+        without a usable GPU on a worker is a ConfigError naming the cause, raised before
+        anything is written. The embedded cluster then has one worker per GPU (see
+        :func:`connect`). Under the CUDA simulator an explicit ``"gpu"`` runs (tests).
+    balance : ``"auto"`` (default: by throughput when the workers run different backends),
+        ``"throughput"`` or ``"none"``. Balancing plans ``shards_per_worker`` (4) shards per
+        worker thread, measures each worker's tokens/s over the first clocks and, at a
+        checkpoint after ``balance_after`` (2) clocks, places the shards in proportion to it
+        (a restart from that checkpoint; needs ``checkpoint_every`` > 0). The metrics records
+        have ``clock_spread_s`` (:func:`clock_spread_s`) to see the effect.
+    worker_backends : ``{worker address: backend}`` overriding ``backend`` on those workers.
+    gpu_sampler_params : settings of the GPU sampler (``sampler_params`` are the CPU one's).
 
     A first SIGINT stops after the current clock, commits a checkpoint and raises
     :class:`biglda.train.recovery.Interrupted` (exit code 130 in the CLI) whose message says how
@@ -964,18 +1201,26 @@ def train(
                       max_recoveries=int(max_recoveries),
                       optimize_alpha_every=int(optimize_alpha_every),
                       optimize_alpha_burn_in=(None if optimize_alpha_burn_in is None
-                                              else int(optimize_alpha_burn_in)))
+                                              else int(optimize_alpha_burn_in)),
+                      backend=str(backend), balance=str(balance),
+                      worker_backends=dict(worker_backends or {}),
+                      gpu_sampler_params=dict(gpu_sampler_params or {}))
     if workers is not None and int(workers) < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if int(threads_per_worker) < 1:
         raise ConfigError(f"--threads-per-worker must be >= 1, got {threads_per_worker}")
     corpus_obj = validate(corpus, out, cfg, overwrite)
+    if cfg.backend == "gpu" and scheduler is None:  # the embedded workers are this machine's
+        from biglda.samplers.backends import require_gpu
+
+        require_gpu()
     callbacks = [] if on_record is None else (
         list(on_record) if isinstance(on_record, list | tuple) else [on_record])
     run_id = uuid.uuid4().hex[:12]
     t0 = time.time()
     status = "error"
-    with connect(scheduler, workers, int(threads_per_worker), connect_timeout) as client:
+    with connect(scheduler, workers, int(threads_per_worker), connect_timeout,
+                 backend=cfg.backend) as client:
         log.info("connected to %s in %.1f s", client.scheduler.address, time.time() - t0)
 
         def emit(record: dict) -> None:
@@ -984,9 +1229,11 @@ def train(
             for cb in callbacks:
                 cb(record)
 
-        plan_cluster(client, corpus_obj, cfg)  # fail before anything starts or is written
+        # fail before anything starts or is written
+        _, _, backends = plan_cluster(client, corpus_obj, cfg, log_choice=True)
         pages = load_plugins(client)
-        emit({"type": "start", "run_id": run_id, "config": cfg.as_dict(),
+        emit({"type": "start", "run_id": run_id, "config": cfg.as_dict(), "backends": backends,
+              "balance": balancing(cfg, backends),
               "n_tokens": int(corpus_obj.n_tokens), "n_docs": int(corpus_obj.n_docs),
               "n_words": int(corpus_obj.n_words), "dashboard": client.dashboard_link,
               "pages": pages, "corpus": str(corpus), "out": str(out)})
@@ -1014,6 +1261,7 @@ def train(
                        attrs={"sampler": cfg.sampler, "config": cfg.as_dict(),
                               "tokenizer": dict(corpus_obj.tokenizer or {}),
                               "history": _history_for_store(result.history),
+                              "backends": backends_used(result.history),
                               "corpus": str(corpus), "stop_reason": result.stop_reason})
             status = "ok"
             log.info("model saved at %.1f s", time.time() - t0)

@@ -125,7 +125,7 @@ def wait_for_workers(client: Any, n: int, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def _busy(rows: list[dict]) -> dict[str, list[float]]:
+def busy_by_worker(rows: list[dict]) -> dict[str, list[float]]:
     """``{worker: [busy seconds, tokens]}`` of shards' statistics: clock time minus SSP wait
     (waiting is the symptom in *other* workers, not slowness)."""
     busy: dict[str, list[float]] = {}
@@ -144,7 +144,7 @@ def find_stragglers(rows: list[dict], factor: float, min_excess_s: float = 0.05)
     two workers, the other one). ``min_excess_s`` keeps scheduling noise on very short clocks
     from being reported.
     """
-    busy = _busy(rows)
+    busy = busy_by_worker(rows)
     if len(busy) < 2:
         return []
     rate = {w: s / n for w, (s, n) in busy.items()}
@@ -170,7 +170,7 @@ class StragglerWatch:
         self.window: deque[dict[str, list[float]]] = deque(maxlen=max(1, self.after))
 
     def update(self, rows: list[dict], stragglers: list[str]) -> list[str]:
-        busy = _busy(rows)
+        busy = busy_by_worker(rows)
         self.window.append(busy)
         self.streak = {w: self.streak.get(w, 0) + 1 for w in stragglers}
         if self.after <= 0:
@@ -222,7 +222,9 @@ def plan_rebalance(shard_tokens: dict[int, int], placement: dict[int, str],
 @dataclass
 class Rebalance:
     """One rebalance: the slow workers, their rates and the shards of every worker before and
-    after the restart at ``clock`` (a committed checkpoint)."""
+    after the restart at ``clock`` (a committed checkpoint). ``reason``: ``"straggler"`` (a
+    worker slow for ``rebalance_after`` clocks) or ``"throughput"`` (the one-time balance of a
+    heterogeneous job by the throughput measured over its first clocks)."""
 
     clock: int
     slow_workers: list[str]
@@ -230,9 +232,10 @@ class Rebalance:
     before: dict[str, list[int]]
     after: dict[str, list[int]]
     restart_s: float = 0.0   # decision -> new actors started and tasks submitted
+    reason: str = "straggler"
 
     def as_record(self, run_id: str) -> dict[str, Any]:
-        return {"type": "rebalance", "run_id": run_id, "clock": self.clock,
+        return {"type": "rebalance", "run_id": run_id, "clock": self.clock, "reason": self.reason,
                 "slow_workers": list(self.slow_workers), "tokens_per_s": dict(self.rates),
                 "shards_before": {w: list(v) for w, v in self.before.items()},
                 "shards_after": {w: list(v) for w, v in self.after.items()},

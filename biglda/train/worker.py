@@ -65,6 +65,40 @@ class GroupSpec:
     slow_workers: dict = field(default_factory=dict)  # debug: {worker address: s per shard-clock}
     optimize_alpha_every: int = 0     # send alpha histograms every N clocks (0: never)
     optimize_alpha_burn_in: int = 0   # ... from this many completed clocks on
+    backend: str = "cpu"              # "cpu" | "gpu" | "auto", resolved on the worker
+    worker_backends: dict = field(default_factory=dict)  # {worker address: backend} overrides
+    gpu_sampler_params: dict = field(default_factory=dict)  # settings of the GPU sampler
+    checkpoint_at: tuple[int, ...] = ()  # extra checkpoint clocks (the throughput balance)
+
+
+def gpu_probe() -> dict[str, Any]:
+    """This process's :func:`biglda.samplers.backends.gpu_status` as a dict (``client.run``)."""
+    from biglda.samplers.backends import gpu_status
+
+    s = gpu_status()
+    return {"usable": s.usable, "simulator": s.simulator, "reason": s.reason,
+            "n_devices": s.n_devices}
+
+
+def worker_backend(spec: GroupSpec, worker: str) -> str:
+    """The backend this worker runs: its override, else the run's request, resolved here.
+
+    ``gpu`` on a worker without a usable GPU is a ConfigError naming the worker and the cause.
+    """
+    from biglda.errors import ConfigError
+    from biglda.samplers.backends import gpu_status, pick_backend
+
+    try:
+        return pick_backend(spec.worker_backends.get(worker, spec.backend), gpu_status())
+    except ConfigError as exc:
+        raise ConfigError(f"worker {worker}: {exc}") from None
+
+
+def _make_sampler(spec: GroupSpec, backend: str) -> Any:
+    from biglda.samplers import get_sampler
+
+    params = spec.gpu_sampler_params if backend == "gpu" else spec.sampler_params
+    return get_sampler(spec.sampler, backend, **params)
 
 
 def alpha_due(done: int, every: int, burn_in: int) -> bool:
@@ -143,11 +177,12 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     from distributed import get_worker
 
     from biglda.corpus import Corpus
-    from biglda.samplers import RandomKey, count_from_z, doc_loglik, get_sampler
+    from biglda.samplers import RandomKey, count_from_z, doc_loglik
 
     worker = get_worker().address
     corpus = Corpus.open(spec.corpus_url)
-    sampler = get_sampler(spec.sampler, **spec.sampler_params)
+    backend = worker_backend(spec, worker)
+    sampler = _make_sampler(spec, backend)
     states = [_ShardState(spec, corpus, s) for s in spec.shards]
     t_init = time.time()
     for st in states:
@@ -156,7 +191,8 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
         st.cache.push_counts(spec.ps_shards, spec.start_clock - 1, n_wk, spec.call_timeout)
         del n_wk
         call(spec.clock.tick(st.index, spec.start_clock,
-                             {"shard": st.index, "worker": worker, "init_s": time.time() - t_init}),
+                             {"shard": st.index, "worker": worker, "backend": backend,
+                              "init_s": time.time() - t_init}),
              spec.call_timeout, f"shard {st.index}: clock tick")
 
     clock = spec.start_clock
@@ -208,14 +244,16 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             t_push = time.time()
             done = clock + 1
             wrote = None
-            if spec.checkpoint_url and spec.checkpoint_every > 0 and (
-                    done % spec.checkpoint_every == 0 or done == spec.stop_clock):
+            if spec.checkpoint_url and ((spec.checkpoint_every > 0 and (
+                    done % spec.checkpoint_every == 0 or done == spec.stop_clock))
+                    or done in spec.checkpoint_at):
                 ckpt.write_shard_z(spec.checkpoint_url, st.slot, st.index, st.z)
                 wrote = [done, st.slot]
                 st.slot = 1 - st.slot
             t_end = time.time()
             stats = {
-                "shard": st.index, "worker": worker, "clock": clock, "tokens": res.n_tokens,
+                "shard": st.index, "worker": worker, "backend": backend, "clock": clock,
+                "tokens": res.n_tokens,
                 "kernel_s": res.seconds, "wait_s": t_wait - t0, "pull_s": t_pull - t_wait,
                 "sweep_s": t_sweep - t_pull, "ll_s": t_ll - t_sweep, "push_s": t_push - t_ll,
                 "checkpoint_s": t_end - t_push, "clock_s": t_end - t0, "t_start": t0,
