@@ -230,8 +230,17 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--optimize-alpha-every", type=int, default=0, metavar="N",
                    help="learn an asymmetric alpha (Minka's fixed point) every N iterations "
                         "after a burn-in of max(10, 2N) (0 = keep --alpha; default 0)")
+    p.add_argument("--backend", default="cpu", choices=("cpu", "gpu", "auto"),
+                   help="sampler backend, chosen on each worker: cpu (default), gpu (an error "
+                        "without a usable GPU), auto (the GPU where one works, else CPU)")
+    p.add_argument("--balance", default="auto", choices=("auto", "throughput", "none"),
+                   help="place shards in proportion to each worker's measured tokens/s after "
+                        "the first clocks: auto (default: when workers run different "
+                        "backends), throughput (always), none")
     p.add_argument("--workers", type=int, default=None,
-                   help="workers of the embedded cluster (default: one per core)")
+                   help="workers of the embedded cluster (default: one per core; with "
+                        "--backend gpu/auto and GPUs: one per GPU, plus under auto this many "
+                        "CPU workers, default the cores left)")
     p.add_argument("--threads-per-worker", type=int, default=1,
                    help="sampling threads per worker (default 1)")
     p.add_argument("--staleness", type=_staleness, default=0.0, metavar="S",
@@ -260,6 +269,8 @@ class _TrainProgress:
 
     def __init__(self, total: int, quiet: bool, metrics: str | None) -> None:
         self.total, self.quiet, self.metrics_path = total, quiet, metrics
+        self.iterations: list[dict] = []
+        self.rebalances: list[dict] = []
         self._metrics = None
         self._progress = None
         self._task = None
@@ -272,13 +283,26 @@ class _TrainProgress:
                 self._metrics = open(self.metrics_path, "w")  # closed in close()
             self._metrics.write(json.dumps(rec, default=str) + "\n")
             self._metrics.flush()
+        kind = rec.get("type")
+        if kind == "iteration":
+            self.iterations.append(rec)
+        elif kind == "rebalance":
+            self.rebalances.append(rec)
         if self.quiet:
             return
-        kind = rec.get("type")
         if kind == "start":
             print(f"dashboard: {rec.get('dashboard')}", flush=True)
             for url in rec.get("pages") or []:
                 print(f"biglda page: {url}", flush=True)
+            backends = rec.get("backends") or {}
+            if backends:
+                counts = {b: sum(v == b for v in backends.values())
+                          for b in sorted(set(backends.values()))}
+                requested = (rec.get("config") or {}).get("backend", "cpu")
+                print(f"backend {requested}: " + ", ".join(
+                    f"{b} on {n} worker{'s' if n != 1 else ''}" for b, n in counts.items())
+                    + ("; shards balanced by measured throughput" if rec.get("balance")
+                       else ""), flush=True)
         elif kind == "iteration":
             if self._progress is None:
                 self._start_bar()
@@ -297,6 +321,29 @@ class _TrainProgress:
             TextColumn("ETA {task.fields[eta]}"), console=Console(stderr=True), transient=False)
         self._task = self._progress.add_task("train", total=self.total, ll="-", tps="-", eta="-")
         self._progress.start()
+
+    def summary(self) -> list[str]:
+        """Lines for the end of a run: clock spread, tokens per worker, rebalances."""
+        if not self.iterations:
+            return []
+        spreads = [r["clock_spread_s"] for r in self.iterations if "clock_spread_s" in r]
+        last = self.iterations[-1]
+        lines = []
+        if spreads:
+            lines.append(f"clock spread (slowest minus fastest worker's busy time per "
+                         f"iteration): mean {sum(spreads) / len(spreads):.3f} s, last "
+                         f"{spreads[-1]:.3f} s")
+        tokens = last.get("tokens_per_worker") or {}
+        backends = last.get("backends") or {}
+        if tokens:
+            lines.append("tokens per worker: " + ", ".join(
+                f"{w} ({backends.get(w, '?')}) {n:,}" for w, n in sorted(tokens.items())))
+        for r in self.rebalances:
+            lines.append(f"rebalanced at iteration {r['clock']} ({r.get('reason', 'straggler')}): "
+                         + ", ".join(f"{w} {len(r['shards_before'].get(w, []))}->"
+                                     f"{len(r['shards_after'].get(w, []))} shards"
+                                     for w in sorted(r["shards_before"])))
+        return lines
 
     def close(self) -> None:
         if self._progress is not None:
@@ -331,10 +378,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
                     scheduler=args.scheduler, max_seconds=args.max_seconds, tol=args.tol,
                     n_shards=args.shards, overwrite=args.overwrite, on_record=progress,
                     connect_timeout=args.connect_timeout,
-                    optimize_alpha_every=args.optimize_alpha_every)
+                    optimize_alpha_every=args.optimize_alpha_every, backend=args.backend,
+                    balance=args.balance)
     finally:
         progress.close()
     if not args.quiet:
+        for line in progress.summary():
+            print(line)
         print(f"model written to {out}")
     return 0
 

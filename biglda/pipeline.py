@@ -659,7 +659,7 @@ def _run_split(p: Pipeline, st: Stage, params: dict, folder: str,
 _TRAIN_KEYS = ("corpus", "n_topics", "iterations", "sampler", "alpha", "beta", "workers",
                "threads_per_worker", "staleness", "seed", "checkpoint_every", "max_seconds",
                "tol", "n_shards", "scheduler", "sampler_params", "slow_shards",
-               "connect_timeout", "call_timeout")
+               "connect_timeout", "call_timeout", "backend", "balance", "gpu_sampler_params")
 
 
 def _run_train(p: Pipeline, st: Stage, params: dict, folder: str,

@@ -50,6 +50,9 @@ class LDA:
         Word of each column of ``X``; default ``"w0", "w1", ...``.
     max_seconds : float, optional
         Stop training after this wall time.
+    backend : {"cpu", "gpu", "auto"}
+        Sampler backend, chosen on each worker ("auto": the GPU where one works). No
+        throughput balancing here: it restarts from a checkpoint and ``fit`` writes none.
 
     Attributes
     ----------
@@ -75,7 +78,8 @@ class LDA:
                  sampler: str = "lightlda", alpha: float | None = None, beta: float = 0.01,
                  workers: int | None = None, scheduler: Any = None,
                  transform_iterations: int = 50, random_state: int = 0,
-                 vocabulary: Any = None, max_seconds: float | None = None) -> None:
+                 vocabulary: Any = None, max_seconds: float | None = None,
+                 backend: str = "cpu") -> None:
         self.n_components = n_components
         self.iterations = iterations
         self.sampler = sampler
@@ -87,6 +91,7 @@ class LDA:
         self.random_state = random_state
         self.vocabulary = vocabulary
         self.max_seconds = max_seconds
+        self.backend = backend
 
     # scikit-learn's parameter protocol (clone, grid search) without depending on it.
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -148,7 +153,7 @@ class LDA:
                            sampler=self.sampler, alpha=alpha, beta=float(self.beta),
                            workers=self.workers, scheduler=self.scheduler,
                            seed=int(self.random_state), max_seconds=self.max_seconds,
-                           checkpoint_every=0)
+                           checkpoint_every=0, backend=self.backend)
         self.model_ = TopicModel.load(out)
         self._id_map = id_map
         self.feature_names_out_ = names

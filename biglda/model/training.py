@@ -41,7 +41,8 @@ def train(corpus: Any, n_topics: int, *, out: str | None = None, iterations: int
     **kw
         Passed to :func:`biglda.train.driver.train`: ``sampler``, ``alpha``, ``beta``,
         ``workers``, ``staleness``, ``seed``, ``scheduler`` (an address or a ``Client``),
-        ``max_seconds``, ``overwrite``, ``on_record``...
+        ``max_seconds``, ``overwrite``, ``on_record``, ``backend`` ("cpu" | "gpu" | "auto"),
+        ``balance`` ("auto" | "throughput" | "none")...
 
     Examples
     --------
