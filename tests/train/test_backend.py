@@ -1,0 +1,126 @@
+"""``--backend``: the GPU request without a GPU fails in one line before anything is written;
+``auto`` runs the CPU sampler here and says so; the choice is made per worker.
+
+This machine's test run has no GPU (and the simulator is off in this process): ``gpu`` must
+fail with the cause :func:`biglda.samplers.backends.gpu_status` names. Where a real GPU is
+present, the ``gpu`` cases check the opposite.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from biglda.cli import main
+from biglda.corpus import write_corpus
+from biglda.corpus.synth import SynthSpec, generate
+from biglda.errors import ConfigError
+from biglda.samplers.backends import GpuStatus, gpu_status, pick_backend
+from biglda.train.driver import TrainConfig, run_training, validate
+from biglda.train.model_store import open_model_group
+
+_STATUS = gpu_status()
+no_gpu = pytest.mark.skipif(_STATUS.usable, reason=f"a GPU is usable here: {_STATUS.reason}")
+
+
+@pytest.fixture(scope="module")
+def corpus_url(tmp_path_factory):
+    spec = SynthSpec(n_docs=200, n_words=300, n_topics=4, mean_doc_length=40, seed=1)
+    tokens, doc_ptr, _, _ = generate(spec)
+    url = str(tmp_path_factory.mktemp("backend") / "corpus.zarr")
+    write_corpus(url, tokens, doc_ptr, [f"w{i}" for i in range(spec.n_words)],
+                 chunk_tokens=2048)
+    return url
+
+
+@no_gpu
+def test_gpu_backend_without_gpu_is_one_line_and_writes_nothing(corpus_url, tmp_path, capsys):
+    out = tmp_path / "model.zarr"
+    metrics = tmp_path / "metrics.jsonl"
+    rc = main(["train", corpus_url, "--out", str(out), "-k", "4", "--iterations", "2",
+               "--workers", "1", "--backend", "gpu", "--metrics", str(metrics)])
+    err = capsys.readouterr().err
+    assert rc != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("biglda: error: backend 'gpu'")
+    assert _STATUS.reason.rstrip(".") in lines[0]       # names the cause
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no model, checkpoint, metrics
+
+
+@no_gpu
+def test_gpu_backend_in_a_subprocess_exits_nonzero_with_one_line(corpus_url, tmp_path):
+    out = tmp_path / "model.zarr"
+    p = subprocess.run([sys.executable, "-m", "biglda.cli", "train", corpus_url, "--out",
+                        str(out), "-k", "4", "--backend", "gpu"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and not out.exists()
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "backend 'gpu' is unavailable" in p.stderr
+
+
+@no_gpu
+def test_auto_runs_cpu_here_and_says_so(corpus_url, tmp_path, capsys):
+    out = str(tmp_path / "model.zarr")
+    metrics = tmp_path / "metrics.jsonl"
+    rc = main(["train", corpus_url, "--out", out, "-k", "4", "--iterations", "3",
+               "--workers", "2", "--backend", "auto", "--metrics", str(metrics)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "backend auto: cpu on 2 workers" in printed
+    assert "shards balanced" not in printed       # one backend: no balancing under auto
+    assert "clock spread" in printed
+    records = [json.loads(x) for x in metrics.read_text().splitlines()]
+    its = [r for r in records if r["type"] == "iteration"]
+    assert len(its) == 3
+    assert all(set(r["backends"].values()) == {"cpu"} and len(r["backends"]) == 2 for r in its)
+    g = open_model_group(out)
+    assert g.attrs["config"]["backend"] == "auto"
+    assert set(g.attrs["backends"].values()) == {"cpu"} and len(g.attrs["backends"]) == 2
+
+
+@no_gpu
+def test_gpu_on_one_worker_without_gpu_fails_before_anything_is_written(local_cluster,
+                                                                        corpus_url, tmp_path):
+    client = local_cluster
+    worker = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
+    cfg = TrainConfig(n_topics=4, iterations=2, worker_backends={worker: "gpu"})
+    out = tmp_path / "model.zarr"
+    with pytest.raises(ConfigError, match=f"worker {worker}: backend 'gpu' is unavailable"):
+        run_training(client, validate(corpus_url, None, cfg, False), cfg, out=str(out))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_backend_and_balance_are_config_errors(corpus_url, capsys):
+    for flag, value in (("--backend", "tpu"), ("--balance", "fast")):
+        with pytest.raises(SystemExit) as exc:
+            main(["train", corpus_url, "--out", "x.zarr", "-k", "4", flag, value])
+        assert exc.value.code != 0
+        assert "invalid choice" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="backend"):
+        validate(corpus_url, None, TrainConfig(n_topics=4, iterations=1, backend="tpu"), False)
+    with pytest.raises(ConfigError, match="balance"):
+        validate(corpus_url, None, TrainConfig(n_topics=4, iterations=1, balance="x"), False)
+
+
+def test_pick_backend_never_picks_the_simulator_under_auto():
+    sim = GpuStatus(True, True, "the CUDA simulator")
+    real = GpuStatus(True, False, "CUDA device 0: H100 (1 visible)", 1)
+    none = GpuStatus(False, False, "no usable CUDA driver: not found")
+    assert pick_backend("auto", sim) == "cpu"
+    assert pick_backend("auto", real) == "gpu"
+    assert pick_backend("auto", none) == "cpu"
+    assert pick_backend("gpu", sim) == "gpu"      # explicit: how CI runs the kernels
+    assert pick_backend("cpu", real) == "cpu"
+    with pytest.raises(ConfigError, match="no usable CUDA driver: not found"):
+        pick_backend("gpu", none)
+
+
+def test_import_biglda_does_not_import_cuda():
+    code = ("import sys, biglda, biglda.train.driver, biglda.cli; "
+            "bad = [m for m in sys.modules if m.startswith(('numba.cuda', 'cupy'))]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
