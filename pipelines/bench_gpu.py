@@ -3,6 +3,7 @@
     python pipelines/bench_gpu.py                      # the full grid (needs a CUDA GPU)
     python pipelines/bench_gpu.py --quick              # a 10 M-token smoke run
     python pipelines/bench_gpu.py --out bench_gpu.json # also write the records as JSON
+    python pipelines/bench_gpu.py --train-only         # only the `biglda train --backend gpu` run
 
 Grid: algorithms cgs and lightlda x K in {100, 1000, 10000} on
   * a synthetic LDA corpus (``biglda.corpus.synth``, >= 100 M tokens by default), and
@@ -14,6 +15,11 @@ what a GPU worker should hold); ``gpu-host`` passes NumPy arrays, so every sweep
 copies the shard and its ``n_wk`` rows up and ``z`` back (what the trainer does today). CPU kernels (one
 thread, the unit a Dask worker thread runs) sweep a prefix of ``--cpu-tokens`` tokens of
 the same corpus, because one CPU sweep of 100 M tokens at K = 10000 takes minutes.
+
+Then a full ``biglda train --backend gpu`` (the CLI, in a subprocess: the embedded cluster
+with one worker per GPU) on the synthetic corpus written as a corpus.zarr, ``--train-iterations``
+iterations at K = ``--train-topics``; it prints the command, the final log-likelihood per
+token, tokens/s of the last iteration and the wall time (``--no-train`` skips it).
 
 It refuses to run without a real GPU (the CUDA simulator does not count): a number
 measured on the simulator would mean nothing.
@@ -108,6 +114,42 @@ def time_sweeps(sampler, arrays, n_words, n_topics, sweeps, device):
     return statistics.median(times), accept
 
 
+def train_gpu(tokens, doc_ptr, n_words: int, work: str, args) -> dict:
+    """``biglda train --backend gpu`` on the corpus; its final log-likelihood and speed."""
+    import subprocess
+
+    from biglda.corpus import write_corpus
+
+    url = os.path.join(work, "train-corpus.zarr")
+    write_corpus(url, tokens, doc_ptr, [f"w{i}" for i in range(n_words)])
+    out, metrics = os.path.join(work, "model.zarr"), os.path.join(work, "metrics.jsonl")
+    cmd = [sys.executable, "-m", "biglda.cli", "train", url, "--out", out, "-k",
+           str(args.train_topics), "--iterations", str(args.train_iterations), "--sampler",
+           args.train_sampler, "--backend", "gpu", "--metrics", metrics, "--overwrite"]
+    print("$ biglda " + " ".join(cmd[3:]), flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, text=True, capture_output=True)
+    wall = time.perf_counter() - t0
+    print(proc.stdout, end="")
+    if proc.returncode != 0:
+        _fail(f"biglda train --backend gpu failed (exit {proc.returncode}): "
+              f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}")
+    with open(metrics) as f:
+        recs = [json.loads(line) for line in f]
+    its = [r for r in recs if r.get("type") == "iteration"]
+    last = its[-1]
+    rec = {"corpus": "synthetic", "algorithm": args.train_sampler, "backend": "train-gpu",
+           "n_topics": args.train_topics, "n_tokens": int(len(tokens)),
+           "iterations": len(its), "ll": last["ll"], "ll_per_token": last["ll_per_token"],
+           "tokens_per_s": last["tokens_per_s"], "wall_s": wall,
+           "backends": last.get("backends")}
+    print(f"train --backend gpu: {len(its)} iterations, final LL/token "
+          f"{rec['ll_per_token']:.4f} (LL {rec['ll']:.6g}), last iteration "
+          f"{rec['tokens_per_s'] / 1e6:.2f} M tokens/s, {wall:.1f} s in all; backends "
+          f"{rec['backends']}", flush=True)
+    return rec
+
+
 def run(args) -> list[dict]:
     from biglda.samplers import get_sampler
 
@@ -115,6 +157,8 @@ def run(args) -> list[dict]:
     records = []
     with tempfile.TemporaryDirectory() as work:
         corpora = {}
+        if args.train_only:
+            args.corpora = ["synthetic"]
         if "synthetic" in args.corpora:
             t0 = time.perf_counter()
             corpora["synthetic"] = synthetic(args.tokens, args.words)
@@ -127,6 +171,8 @@ def run(args) -> list[dict]:
             print(f"debian: {len(corpora['debian'][0]):,} tokens, "
                   f"V={corpora['debian'][2]}", flush=True)
         for name, (tokens, doc_ptr, n_words) in corpora.items():
+            if args.train_only:
+                break
             cpu_arrays = prefix(tokens, doc_ptr, args.cpu_tokens)
             for n_topics in args.topics:
                 for algorithm in args.algorithms:
@@ -149,6 +195,8 @@ def run(args) -> list[dict]:
                         print(f"{name:9s} K={n_topics:<6d} {algorithm:9s} {backend:8s}: "
                               f"{rec['tokens_per_s'] / 1e6:10.2f} M tokens/s "
                               f"({rec['n_tokens']:,} tokens, {secs:.3f} s/sweep)", flush=True)
+        if not args.no_train and "synthetic" in corpora:
+            records.append(train_gpu(*corpora["synthetic"], work, args))
     return records
 
 
@@ -168,6 +216,14 @@ def main(argv=None) -> int:
     p.add_argument("--no-cpu", action="store_true", help="skip the CPU kernels")
     p.add_argument("--no-host-arrays", action="store_true",
                    help="skip the GPU cells with NumPy inputs (copies up and back each sweep)")
+    p.add_argument("--no-train", action="store_true",
+                   help="skip the `biglda train --backend gpu` run")
+    p.add_argument("--train-only", action="store_true",
+                   help="only the `biglda train --backend gpu` run on the synthetic corpus")
+    p.add_argument("--train-topics", type=int, default=100, help="K of the train run")
+    p.add_argument("--train-iterations", type=int, default=20,
+                   help="iterations of the train run")
+    p.add_argument("--train-sampler", default="lightlda", help="sampler of the train run")
     p.add_argument("--quick", action="store_true",
                    help="10 M synthetic tokens, K in {100, 1000}, 2 sweeps")
     p.add_argument("--out", help="write the records to this JSON file")
@@ -175,6 +231,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.tokens, args.topics, args.sweeps = 10_000_000, [100, 1000], 2
         args.cpu_tokens = min(args.cpu_tokens, 1_000_000)
+        args.train_iterations = min(args.train_iterations, 5)
     records = run(args)
     if args.out:
         with open(args.out, "w") as f:
