@@ -20,8 +20,8 @@ Printed per run, over the iterations after the balance (the same iterations in b
 
 Modes: ``slow`` sleeps on one worker after each of its shards' sweeps for as long as a shard's
 clock took in a calibration run (``slow_workers``), so that worker is ~2x slower; ``sim`` runs
-the GPU sampler on numba's CUDA simulator on one worker (~100x slower than a CPU worker: keep
-the corpus tiny); ``gpu`` needs a real GPU (one worker per GPU plus CPU workers).
+the GPU sampler on numba's CUDA simulator on one worker (orders of magnitude slower than a
+CPU worker: keep the corpus tiny); ``gpu`` needs a real GPU (one worker per GPU plus CPU workers).
 """
 
 from __future__ import annotations
@@ -75,12 +75,21 @@ def one_run(client, url: str, out: str, args, balance: str, **extra) -> dict:
     for s in r.shards:
         tokens[r.placement[s.index]] = tokens.get(r.placement[s.index], 0) + s.n_tokens
     spreads = [x["clock_spread_s"] for x in window]
+    # seconds per token of each worker over the window: how unequal the workers really are
+    per_token = {}
+    for x in window:
+        for w, busy in x["busy_s_per_worker"].items():
+            acc = per_token.setdefault(w, [0.0, 0])
+            acc[0] += busy
+            acc[1] += x["tokens_per_worker"][w]
+    speed = {w: b / max(n, 1) for w, (b, n) in per_token.items()}
     return {"balance": balance, "wall_s": wall, "iterations": len(its),
             "measured_iterations": [window[0]["iteration"], window[-1]["iteration"]],
             "clock_spread_mean_s": statistics.fmean(spreads),
             "clock_spread_median_s": statistics.median(spreads),
             "tokens_per_s": n_tokens * len(window) / (window[-1]["elapsed"] - t_start),
             "tokens_per_worker": tokens, "backends": its[-1]["backends"],
+            "slowdown": max(speed.values()) / min(speed.values()) if speed else 1.0,
             "rebalances": [e.clock for e in r.rebalances], "ll_per_token": its[-1]["ll_per_token"]}
 
 
@@ -193,7 +202,7 @@ def _print(res: dict) -> None:
           f"shards, balance after {a['balance_after']} clocks")
     if "slow_s_per_shard_clock" in res:
         print(f"slow worker {res['slow_worker']}: +{res['slow_s_per_shard_clock']:.3f} s per "
-              "shard-clock (a shard's clock time in the calibration run: ~2x)")
+              "shard-clock (a shard's clock time in the warm-up run)")
     elif "slow_worker" in res:
         print(f"simulator worker {res['slow_worker']} runs the GPU sampler")
     none, thr = res["runs"]
@@ -203,6 +212,7 @@ def _print(res: dict) -> None:
         ("clock spread, median (s)", "clock_spread_median_s", "{:.3f}"),
         (f"tokens/s, it. {its[0]}-{its[1]}", "tokens_per_s", "{:,.0f}"),
         ("wall time, whole run (s)", "wall_s", "{:.1f}"),
+        ("slowest/fastest worker, s per token", "slowdown", "{:.1f}x"),
         ("rebalanced at clock", "rebalances", "{}"),
         ("final LL/token", "ll_per_token", "{:.4f}"),
     ]

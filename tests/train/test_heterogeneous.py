@@ -7,7 +7,7 @@ Real worker processes, no mocks:
   sampler's kernels on the CUDA simulator; the other runs the CPU sampler. Oracles: the table
   equals the recount of the final ``z`` (nothing lost or counted twice between backends and
   across the balance's restart), the stats name both backends, and the balance (on by itself:
-  the backends differ) moves tokens off the simulator worker, which is ~100x slower;
+  the backends differ) moves tokens off the simulator worker, which is far slower;
 * the throughput balance against an artificially slow worker (``slow_workers``): the balanced
   run gives it fewer tokens and its clock spread (:func:`biglda.train.driver.clock_spread_s`)
   is far smaller than the same run's without balancing.
@@ -81,7 +81,7 @@ def test_mixed_job_runs_gpu_and_cpu_samplers_and_balances(sim_cluster, tiny_url,
     assert its[0]["backends"] == {cpu: "cpu", sim: "gpu"}
     # the backends differ, so the job was balanced by itself: 4 shards per worker ...
     assert len(r.shards) == 8
-    # ... and after 2 clocks the ~100x slower simulator worker lost tokens to the CPU one
+    # ... and after 2 clocks the far slower simulator worker lost tokens to the CPU one
     assert [e.reason for e in r.rebalances] == ["throughput"]
     ev = r.rebalances[0]
     assert ev.clock == 2 and ev.rates[sim] < ev.rates[cpu]
