@@ -21,6 +21,15 @@ Per token, ``mh_steps`` rounds of two MH steps that each leave p(z_i | z_¬i) in
   reduces to the usual word-part ratio.
 
 p(k) = (n_dk¬i + alpha_k)(n_wk¬i + beta)/(n_k¬i + V beta) with current counts.
+
+Visiting order (memory, not maths): each half is cut into blocks of documents whose dense
+doc-topic counts ``n_dk[block_docs, K]`` fill ``BLOCK_ENTRIES`` (4 MiB, in cache), and a
+block's tokens are visited grouped by word: a word's table and its ``n_wk`` row are then
+read by all its tokens of the block in a row instead of once per token at random, which is
+what dominates at large V x K (the rows are 400 MB at V = 100k, K = 1000). Any visiting order
+is exact, since each token's MH kernel leaves p(z_i | z_¬i) invariant with the current counts.
+Measured on one shard of the synthetic NYTimes corpus (``/tmp``-style microbenchmark in the
+commit message): 1.3-1.4x the doc-major sweep at K = 1000, 2.5x at K = 100, equal at K = 10,000.
 """
 
 from __future__ import annotations
@@ -32,6 +41,10 @@ from biglda.errors import ConfigError
 from biglda.samplers._kernels import _build_alias, _sample_alias
 from biglda.samplers.base import Sampler
 from biglda.samplers.rng import _next_float, _next_int
+
+# Entries of the dense doc-topic block n_dk[docs, K] (int32): 4 MiB, so a block's counts stay
+# in the last-level cache while its tokens are visited word by word.
+BLOCK_ENTRIES = 1 << 20
 
 
 @njit(nogil=True, cache=True)
@@ -191,87 +204,141 @@ def _lightlda_half(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, s
     for k in range(n_topics):  # from here on: current counts
         coef[k] = 1.0 / (n_k[k] + v_beta)
 
-    n_dk = np.zeros(n_topics, dtype=np.int64)
+    n_docs = doc_ptr.shape[0] - 1
+    # blocks of this half's documents whose dense doc-topic counts stay in cache
+    block_docs = max(1, BLOCK_ENTRIES // n_topics)
+    n_dk = np.zeros((block_docs, n_topics), dtype=np.int32)
+    q_dense = np.zeros(n_topics, dtype=np.float64)
+    bw_ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    bw_fill = np.zeros(n_rows, dtype=np.int64)
+    cap = np.int64(1024)
+    who_i = np.empty(cap, dtype=np.int64)  # word order -> token index
+    who_d = np.empty(cap, dtype=np.int64)  # word order -> document within the block
     n_accept = 0
     n_propose = 0
-    for d in range(half, doc_ptr.shape[0] - 1, 2):
-        lo = doc_ptr[d]
-        hi = doc_ptr[d + 1]
-        n_doc = hi - lo
-        for i in range(lo, hi):
-            n_dk[z[i]] += 1
-        for i in range(lo, hi):
-            w = tokens[i]
-            s = np.int64(z[i])
-            n_dk[s] -= 1
-            n_wk[w, s] -= 1
-            n_k[s] -= 1
-            coef[s] = 1.0 / (n_k[s] + v_beta)
+    d0 = half
+    while d0 < n_docs:
+        d1 = min(n_docs, d0 + 2 * block_docs)  # documents d0, d0 + 2, ... < d1
+        nb = np.int64(0)
+        for d in range(d0, d1, 2):
+            nb += doc_ptr[d + 1] - doc_ptr[d]
+        if nb > cap:
+            cap = max(nb, 2 * cap)
+            who_i = np.empty(cap, dtype=np.int64)
+            who_d = np.empty(cap, dtype=np.int64)
+        # the block's tokens grouped by word (counting sort), and its doc-topic counts
+        bw_ptr[:] = 0
+        for d in range(d0, d1, 2):
+            dl = (d - d0) >> 1
+            for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                bw_ptr[tokens[i] + 1] += 1
+                n_dk[dl, z[i]] += 1
+        for w in range(n_rows):
+            bw_ptr[w + 1] += bw_ptr[w]
+            bw_fill[w] = bw_ptr[w]
+        for d in range(d0, d1, 2):
+            dl = (d - d0) >> 1
+            for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                w = tokens[i]
+                who_i[bw_fill[w]] = i
+                who_d[bw_fill[w]] = dl
+                bw_fill[w] += 1
+        # word-major within the block: a word's table and count row are reused by all its
+        # tokens here; the block's n_dk rows stay in cache. Any visiting order is exact:
+        # each token's kernel leaves p(z_i | z_¬i) invariant with the current counts.
+        for w in range(n_rows):
+            if bw_ptr[w + 1] == bw_ptr[w]:
+                continue
             wl = w_start[w]
             wn = w_start[w + 1] - wl
             mix_w = w_mass[w] / (w_mass[w] + b_mass)  # P(sparse part)
             mix_b = 1.0 - mix_w
-            # target of the current topic, and its word-proposal probability
-            p_s = (n_dk[s] + alpha[s]) * (n_wk[w, s] + beta) * coef[s]
-            q_s = -1.0  # unknown until the word step needs it
-            for _ in range(mh_steps):
-                # --- word proposal (independence sampler on the stale tables) ---
-                state, u = _next_float(state)
-                if u < mix_w:
-                    state, j = _sample_alias(state, wl, wn, w_thr, w_alias)
-                    t = np.int64(w_topic[wl + j])
-                    q_t = mix_w * w_prob[wl + j] + mix_b * b_prob[t]
-                else:
-                    state, j = _sample_alias(state, 0, n_topics, b_thr, b_alias)
-                    t = j
-                    q_t = mix_b * b_prob[t] + mix_w * _sparse_prob(w_start, w_topic, w_prob, w, t, n_topics)
-                n_propose += 1
-                if t != s:
-                    if q_s < 0.0:
-                        q_s = mix_w * _sparse_prob(w_start, w_topic, w_prob, w, s, n_topics) + mix_b * b_prob[s]
-                    p_t = (n_dk[t] + alpha[t]) * (n_wk[w, t] + beta) * coef[t]
+            # many tokens of a long row here: scatter the row's realised probabilities into a
+            # dense K scratch once instead of a binary search per lookup
+            dense = wn < n_topics and (bw_ptr[w + 1] - bw_ptr[w]) * 8 > wn
+            if dense:
+                for e in range(wl, wl + wn):
+                    q_dense[w_topic[e]] = w_prob[e]
+            for j in range(bw_ptr[w], bw_ptr[w + 1]):
+                i = who_i[j]
+                dl = who_d[j]
+                lo = doc_ptr[d0 + 2 * dl]
+                n_doc = doc_ptr[d0 + 2 * dl + 1] - lo
+                s = np.int64(z[i])
+                n_dk[dl, s] -= 1
+                n_wk[w, s] -= 1
+                n_k[s] -= 1
+                coef[s] = 1.0 / (n_k[s] + v_beta)
+                # target of the current topic, and its word-proposal probability
+                p_s = (n_dk[dl, s] + alpha[s]) * (n_wk[w, s] + beta) * coef[s]
+                q_s = -1.0  # unknown until the word step needs it
+                for _ in range(mh_steps):
+                    # --- word proposal (independence sampler on the fixed tables) ---
                     state, u = _next_float(state)
-                    if u * p_s * q_t < p_t * q_s:
-                        s = t
-                        p_s = p_t
-                        q_s = q_t
-                        z[i] = s
+                    if u < mix_w:
+                        state, jj = _sample_alias(state, wl, wn, w_thr, w_alias)
+                        t = np.int64(w_topic[wl + jj])
+                        q_t = mix_w * w_prob[wl + jj] + mix_b * b_prob[t]
+                    else:
+                        state, t = _sample_alias(state, 0, n_topics, b_thr, b_alias)
+                        q_t = mix_b * b_prob[t] + mix_w * (
+                            q_dense[t] if dense else
+                            _sparse_prob(w_start, w_topic, w_prob, w, t, n_topics))
+                    n_propose += 1
+                    if t != s:
+                        if q_s < 0.0:
+                            q_s = mix_b * b_prob[s] + mix_w * (
+                                q_dense[s] if dense else
+                                _sparse_prob(w_start, w_topic, w_prob, w, s, n_topics))
+                        p_t = (n_dk[dl, t] + alpha[t]) * (n_wk[w, t] + beta) * coef[t]
+                        state, u = _next_float(state)
+                        if u * p_s * q_t < p_t * q_s:
+                            s = t
+                            p_s = p_t
+                            q_s = q_t
+                            z[i] = s
+                            n_accept += 1
+                    else:
                         n_accept += 1
-                else:
-                    n_accept += 1
-                # --- doc proposal: a random token's topic, or the alpha prior ---
-                state, u = _next_float(state)
-                u *= n_doc + a_sum
-                if u < n_doc:
-                    pos = np.int64(u)
-                    if pos >= n_doc:
-                        pos = n_doc - 1
-                    t = np.int64(z[lo + pos])
-                elif symmetric:
-                    state, t = _next_int(state, n_topics)
-                else:
-                    state, t = _sample_alias(state, 0, n_topics, a_thr, a_alias)
-                n_propose += 1
-                if t != s:
-                    p_t = (n_dk[t] + alpha[t]) * (n_wk[w, t] + beta) * coef[t]
-                    num = p_t * (n_dk[s] + a_sum * a_prob[s])
-                    den = p_s * (n_dk[t] + a_sum * a_prob[t])
+                    # --- doc proposal: a random token's topic, or the alpha prior ---
                     state, u = _next_float(state)
-                    if u * den < num:
-                        s = t
-                        p_s = p_t
-                        q_s = -1.0
-                        z[i] = s
+                    u *= n_doc + a_sum
+                    if u < n_doc:
+                        pos = np.int64(u)
+                        if pos >= n_doc:
+                            pos = n_doc - 1
+                        t = np.int64(z[lo + pos])
+                    elif symmetric:
+                        state, t = _next_int(state, n_topics)
+                    else:
+                        state, t = _sample_alias(state, 0, n_topics, a_thr, a_alias)
+                    n_propose += 1
+                    if t != s:
+                        p_t = (n_dk[dl, t] + alpha[t]) * (n_wk[w, t] + beta) * coef[t]
+                        num = p_t * (n_dk[dl, s] + a_sum * a_prob[s])
+                        den = p_s * (n_dk[dl, t] + a_sum * a_prob[t])
+                        state, u = _next_float(state)
+                        if u * den < num:
+                            s = t
+                            p_s = p_t
+                            q_s = -1.0
+                            z[i] = s
+                            n_accept += 1
+                    else:
                         n_accept += 1
-                else:
-                    n_accept += 1
-            z[i] = s
-            n_dk[s] += 1
-            n_wk[w, s] += 1
-            n_k[s] += 1
-            coef[s] = 1.0 / (n_k[s] + v_beta)
-        for i in range(lo, hi):
-            n_dk[z[i]] = 0
+                z[i] = s
+                n_dk[dl, s] += 1
+                n_wk[w, s] += 1
+                n_k[s] += 1
+                coef[s] = 1.0 / (n_k[s] + v_beta)
+            if dense:
+                for e in range(wl, wl + wn):
+                    q_dense[w_topic[e]] = 0.0
+        for d in range(d0, d1, 2):  # reset the touched doc-topic counts
+            dl = (d - d0) >> 1
+            for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                n_dk[dl, z[i]] = 0
+        d0 = d1
     return state, n_accept, n_propose
 
 
