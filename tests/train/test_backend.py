@@ -124,3 +124,29 @@ def test_import_biglda_does_not_import_cuda():
             "bad = [m for m in sys.modules if m.startswith(('numba.cuda', 'cupy'))]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_explicit_gpu_runs_end_to_end_on_the_cuda_simulator(tmp_path):
+    """How CPU-only CI runs ``--backend gpu``: the CLI with the simulator on in its environment
+    (the embedded workers inherit it). Oracle: the model's n_wk rows sum to the word counts."""
+    import os
+
+    import numpy as np
+
+    from biglda.corpus import Corpus
+
+    spec = SynthSpec(n_docs=30, n_words=40, n_topics=3, mean_doc_length=15, seed=2)
+    tokens, doc_ptr, _, _ = generate(spec)
+    url = str(tmp_path / "tiny.zarr")
+    write_corpus(url, tokens, doc_ptr, [f"w{i}" for i in range(spec.n_words)])
+    out = str(tmp_path / "model.zarr")
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    p = subprocess.run([sys.executable, "-m", "biglda.cli", "train", url, "--out", out, "-k",
+                        "3", "--iterations", "2", "--workers", "1", "--backend", "gpu",
+                        "--checkpoint-every", "0"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "backend gpu: gpu on 1 worker" in p.stdout
+    g = open_model_group(out)
+    assert list(g.attrs["backends"].values()) == ["gpu"]
+    np.testing.assert_array_equal(g["n_wk"][:].sum(1), Corpus.open(url).word_count)
