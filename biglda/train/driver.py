@@ -24,6 +24,13 @@ table (:mod:`biglda.train.recovery`, docs/reliability.md); a first SIGINT ends t
 current clock with a checkpoint. A worker that stays a straggler for ``rebalance_after`` clocks
 gets fewer shards by the same restart, at a just-committed checkpoint (no work is lost).
 
+Backends (``TrainConfig.backend``: cpu, gpu, auto) are chosen per worker: the driver asks every
+worker for its GPU status before anything is written (:func:`plan_backends`; ``gpu`` without a
+GPU fails there), and each task picks its sampler the same way. A job whose workers run
+different backends (or ``balance="throughput"``) is planned with several shards per worker and
+balanced once by measured throughput, by the same restart at a checkpoint (docs/gpu.md);
+``clock_spread_s`` in the records measures how long the fastest worker idles per clock.
+
 The metrics record of iteration ``c`` (fields in docs/contracts.md) joins the shards' stats of
 clock ``c`` with the table shards' word log-likelihood snapshot of the moment every push of clock
 ``c`` arrived (exactly the table after clock ``c`` under BSP).
