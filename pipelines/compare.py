@@ -36,6 +36,17 @@ matplotlib``), and PEERS_DIR is appended to ``sys.path``. A peer that still cann
 imported is reported as such. Outputs: ``results.json``, ``results.md`` (tables) and
 ``curves-k<K>.png`` (held-out LL vs training seconds).
 
+Repeats (``repeats``, default 1: each system already runs for the whole wall-clock budget).
+With ``repeats`` > 1 every (system, K) is trained and scored that many times, round by round
+(round r runs every system once, so a change in the machine's load falls on all systems
+alike), each time with the same seed: the spread is the machine's (how much work fits in the
+budget), not the chain's. Each row of the main table then prints the median of every final
+metric (training seconds, work, held-out LL/token, perplexity, NPMI, diversity, tokens/s,
+peak memory) with min – max next to it; the checkpoint table and the plot show the *median
+run* (the one whose final held-out LL/token is the median). ``results.json`` keeps every
+repeat (``repeats`` of each row, their folders ``k<K>/<system>/repeat-<i>``), ``spread`` and
+``median_run``; with ``repeats = 1`` the outputs are as they always were.
+
 Run as the ``compare`` stage of a pipeline (``biglda pipeline run pipelines/debian.toml``),
 or by hand::
 
@@ -57,6 +68,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from repeats import fmt, median_index, spreads  # noqa: E402  (a script here, too)
 
 log = logging.getLogger("compare")
 
@@ -70,7 +82,7 @@ NEEDS = {"tomotopy-1": ("tomotopy", "tomotopy"), "tomotopy-2": ("tomotopy", "tom
 GIBBS = {"biglda", "tomotopy-1", "tomotopy-2", "lda"}
 DEFAULTS = {"topics": [100], "budgets": [15, 30, 60], "systems": list(SYSTEMS), "workers": 2,
             "seed": 0, "alpha": 0.1, "beta": 0.01, "peers_dir": "runs/peers", "setup": True,
-            "burn_in": 20, "samples": 30, "jobs": 2, "kill_after": 3.0}
+            "burn_in": 20, "samples": 30, "jobs": 2, "kill_after": 3.0, "repeats": 1}
 
 
 # --------------------------------------------------------------------------- set-up
@@ -392,9 +404,14 @@ def score(phi: np.ndarray, vocab: np.ndarray, params: dict) -> dict:
             "npmi": npmi.mean, "diversity": ev.diversity(phi, 25)}
 
 
-def run_system(system: str, k: int, params: dict, out: str) -> dict:
-    """Train ``system`` at K in a subprocess, then score each of its checkpoints."""
+def run_system(system: str, k: int, params: dict, out: str, repeat: int | None = None) -> dict:
+    """Train ``system`` at K in a subprocess, then score each of its checkpoints.
+
+    ``repeat``: the repeat's number when the stage repeats runs (its own folder).
+    """
     folder = os.path.join(out, f"k{k}", system)
+    if repeat is not None:
+        folder = os.path.join(folder, f"repeat-{repeat}")
     os.makedirs(folder, exist_ok=True)
     job = {**params, "system": system, "k": k, "dir": folder}
     job_path = os.path.join(folder, "job.json")
@@ -440,6 +457,54 @@ def run_system(system: str, k: int, params: dict, out: str) -> dict:
     return row
 
 
+# --------------------------------------------------------------------------- repeats
+
+#: Final metrics (of the last checkpoint) and process measurements aggregated over repeats.
+FINAL = ("train_s", "units", "sweeps", "heldout_ll_per_token", "perplexity", "npmi",
+         "diversity", "tokens_per_s")
+PROCESS = ("maxrss_mib", "tree_rss_mib", "wall_s")
+
+
+def aggregate(runs: list[dict]) -> dict:
+    """One row for the repeats of one (system, K): the median run, with every metric's spread.
+
+    The row is the median run's (the run whose final held-out LL/token is the median; its
+    checkpoints are the curve that is plotted) plus ``spread`` (``repeats.spread`` of each
+    final metric over the runs that were scored, and of the peak memory and wall time over
+    all runs), ``median_run`` (its index), ``repeats`` (every run's row) and a status that
+    names the runs that were not ok. The top-level memory and wall time are the medians.
+    One run is returned as it is.
+    """
+    if len(runs) == 1:
+        return runs[0]
+    scored = [i for i, r in enumerate(runs) if r.get("checkpoints")]
+    finals = [runs[i]["checkpoints"][-1] for i in scored]
+    mid = scored[median_index([f["heldout_ll_per_token"] for f in finals])] if scored else 0
+    row = {**runs[mid], "median_run": mid, "repeats": runs}
+    row["spread"] = {**spreads(finals, FINAL), **spreads(runs, PROCESS)}
+    for key in PROCESS:
+        if key in row["spread"]:
+            row[key] = row["spread"][key]["median"]
+    # The same kind of status in every run ("ok", "over budget (first unit took 91 s)"): the
+    # median run's, noted when not ok; otherwise each run that was not ok is named.
+    statuses = [r.get("status", "") for r in runs]
+    kinds = {st.split(" (")[0].split(":")[0] for st in statuses}
+    if len(kinds) == 1:
+        if statuses[mid] != "ok":
+            row["status"] = f"{statuses[mid]} (all {len(runs)} runs)"
+    else:
+        row["status"] = f"ok in {statuses.count('ok')} of {len(runs)} runs; " + "; ".join(
+            f"run {i + 1}: {st}" for i, st in enumerate(statuses) if st != "ok")
+    return row
+
+
+def _final_spreads(r: dict) -> dict[str, dict]:
+    """The row's spreads, or (one run) those of its last checkpoint: the same cells."""
+    if "spread" in r:
+        return r["spread"]
+    return {**spreads(r["checkpoints"][-1:], FINAL), **spreads([r], PROCESS)}
+
+
 # --------------------------------------------------------------------------- outputs
 
 
@@ -453,20 +518,29 @@ def markdown(results: list[dict], meta: dict) -> str:
              "| K | system | train s | work | held-out LL/token | perplexity | NPMI | "
              "diversity | tokens/s | peak RSS MiB (largest process / sum) | status |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    n = meta.get("repeats", 1)
+    if n > 1:
+        lines[1:1] = ["", f"Each row: the median of {n} runs (min – max in brackets) of every "
+                      "final metric; the runs went round by round (each round trains every "
+                      "system once), with the same seed. The checkpoint table and the plot "
+                      "show each system's median run (median final held-out LL/token)."]
     for r in results:
         if not r.get("checkpoints"):
             lines.append(f"| {r['k']} | {r['system']} | | | | | | | | "
                          f"{_mem(r)} | {r.get('status', '')} |")
             continue
-        c = r["checkpoints"][-1]
-        work = (f"{c['sweeps']} sweeps" if r["system"] in GIBBS else
-                "-" if r["system"] == "random" else f"{c['units']} passes")
-        tps = f"{c['tokens_per_s']:,.0f}" if c.get("tokens_per_s") else "-"
-        lines.append(f"| {r['k']} | {r['system']} | {c['train_s']:.0f} | {work} | "
-                     f"{c['heldout_ll_per_token']:.4f} | {c['perplexity']:.0f} | "
-                     f"{c['npmi']:.4f} | {c['diversity']:.3f} | {tps} | {_mem(r)} | "
-                     f"{r['status']} |")
-    lines += ["", "Held-out LL/token at each checkpoint (training seconds in brackets):", "",
+        sp = _final_spreads(r)
+        work = (f"{fmt(sp.get('sweeps'), _count)} sweeps" if r["system"] in GIBBS else
+                "-" if r["system"] == "random" else f"{fmt(sp.get('units'), _count)} passes")
+        tps = fmt(sp["tokens_per_s"], ",.0f") if sp.get("tokens_per_s", {}).get(
+            "median") else "-"
+        lines.append(f"| {r['k']} | {r['system']} | {fmt(sp.get('train_s'), '.0f')} | {work} | "
+                     f"{fmt(sp.get('heldout_ll_per_token'), '.4f')} | "
+                     f"{fmt(sp.get('perplexity'), '.0f')} | {fmt(sp.get('npmi'), '.4f')} | "
+                     f"{fmt(sp.get('diversity'), '.3f')} | {tps} | {_mem(r)} | {r['status']} |")
+    head = ("Held-out LL/token at each checkpoint (training seconds in brackets)" +
+            (f", median run of {n}:" if n > 1 else ":"))
+    lines += ["", head, "",
               "| K | system | " + " | ".join(f"{b:g} s" for b in meta["budgets"]) + " |",
               "|---|---|" + "---|" * len(meta["budgets"])]
     for r in results:
@@ -477,9 +551,17 @@ def markdown(results: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _count(v: float) -> str:
+    """Sweeps or passes: a whole number (the median of an even count may be a half)."""
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
+
+
 def _mem(r: dict) -> str:
     if "maxrss_mib" not in r:
         return "-"
+    sp = r.get("spread", {})
+    if "maxrss_mib" in sp and "tree_rss_mib" in sp:
+        return f"{fmt(sp['maxrss_mib'], '.0f')} / {fmt(sp['tree_rss_mib'], '.0f')}"
     return f"{r['maxrss_mib']:.0f} / {r['tree_rss_mib']:.0f}"
 
 
@@ -497,7 +579,9 @@ def plot(results: list[dict], k: int, path: str) -> bool:
             continue
         xs = [max(c["train_s"], 0.1) for c in r["checkpoints"]]
         ys = [c["heldout_ll_per_token"] for c in r["checkpoints"]]
-        ax.plot(xs, ys, marker="o", label=r["system"])
+        n = len(r.get("repeats", ()))
+        ax.plot(xs, ys, marker="o",
+                label=r["system"] + (f" (median run of {n})" if n > 1 else ""))
     rnd = [r for r in results if r["k"] == k and r["system"] == "random" and r["checkpoints"]]
     if rnd:
         ax.axhline(rnd[0]["checkpoints"][0]["heldout_ll_per_token"], color="grey", ls=":",
@@ -538,6 +622,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     params["budgets"] = sorted(float(b) for b in params["budgets"])
+    repeats = params["repeats"]
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        print(f"compare: repeats must be a whole number >= 1, not {repeats!r}",
+              file=sys.stderr)
+        return 2
     root = params.get("root") or os.getcwd()
     params["peers_dir"] = os.path.abspath(os.path.join(root, params["peers_dir"]))
     problems = ensure_peers(params["peers_dir"], params["systems"], bool(params["setup"]))
@@ -551,25 +640,43 @@ def main(argv: list[str] | None = None) -> int:
             "train_docs": train.n_docs, "train_tokens": train.n_tokens,
             "test_docs": test.n_docs, "test_tokens": test.n_tokens, "n_words": train.n_words,
             **{k: params[k] for k in ("alpha", "beta", "budgets", "workers", "topics",
-                                      "burn_in", "samples", "seed")},
+                                      "burn_in", "samples", "seed", "repeats")},
             "scoring": "biglda.model.evaluate: document completion (even positions observed, "
                        "odd scored), NPMI top 10 by document co-occurrence in the training "
                        "corpus, diversity top 25"}
+    # runs[(K, system)]: that system's runs so far; the rows are their aggregates.
+    runs: dict[tuple[int, str], list[dict]] = {}
+
+    def rows() -> list[dict]:
+        out = []
+        for (k, s), done in runs.items():  # in the order of topics and systems
+            if done:
+                out.append(aggregate(done))
+            elif s in problems:
+                out.append({"system": s, "k": k, "status": problems[s], "checkpoints": []})
+        return out
+
     results: list[dict] = []
     for k in params["topics"]:
-        for system in params["systems"]:
-            if system in problems:
-                results.append({"system": system, "k": k, "status": problems[system],
-                                "checkpoints": []})
-                continue
-            log.info("K=%d %s: training (checkpoints at %s s)", k, system, params["budgets"])
-            row = run_system(system, int(k), params, args.out)
-            last = row["checkpoints"][-1] if row["checkpoints"] else {}
-            log.info("K=%d %s: %s, %.1f s, LL/token %s, peak %s MiB", k, system, row["status"],
-                     last.get("train_s", float("nan")), last.get("heldout_ll_per_token"),
-                     _mem(row))
-            results.append(row)
-            _write(args.out, results, meta)
+        for s in params["systems"]:
+            runs[k, s] = []
+        for rep in range(repeats):
+            for system in params["systems"]:
+                if system in problems:
+                    continue
+                which = f" (run {rep + 1} of {repeats})" if repeats > 1 else ""
+                log.info("K=%d %s%s: training (checkpoints at %s s)", k, system, which,
+                         params["budgets"])
+                row = run_system(system, int(k), params, args.out,
+                                 rep if repeats > 1 else None)
+                last = row["checkpoints"][-1] if row["checkpoints"] else {}
+                log.info("K=%d %s%s: %s, %.1f s, LL/token %s, peak %s MiB", k, system, which,
+                         row["status"], last.get("train_s", float("nan")),
+                         last.get("heldout_ll_per_token"), _mem(row))
+                runs[k, system].append(row)
+                results = rows()
+                _write(args.out, results, meta)
+        results = rows()
         plot(results, int(k), os.path.join(args.out, f"curves-k{k}.png"))
     print(_write(args.out, results, meta), end="")
     return 0
