@@ -113,7 +113,11 @@ class Stage:
     @property
     def outputs(self) -> dict[str, str]:
         if self.kind == "script":
-            return {os.path.splitext(o)[0]: o for o in self.params.get("outputs", [])}
+            # named by stem ("@stage.scaling"); files sharing a stem keep their full names,
+            # so every declared output is tracked (scaling.json and scaling.md both)
+            files = list(self.params.get("outputs", []))
+            stems = [os.path.splitext(o)[0] for o in files]
+            return {(s if stems.count(s) == 1 else o): o for s, o in zip(stems, files, strict=True)}
         return KINDS[self.kind].outputs
 
 
