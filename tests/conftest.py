@@ -38,13 +38,7 @@ def synthetic(synthetic_spec):
 @pytest.fixture(scope="module")
 def local_cluster():
     """A real 2-process LocalCluster (dashboard on a free port), shared by a test module."""
-    from distributed import Client, LocalCluster
+    from biglda.train.driver import connect
 
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address="127.0.0.1:0", host="127.0.0.1")
-    client = Client(cluster, direct_to_workers=True)
-    try:
+    with connect(workers=2) as client:  # the embedded cluster `biglda train` starts
         yield client
-    finally:
-        client.close()
-        cluster.close()

@@ -149,16 +149,22 @@ def foldin(docs: Docs | CorpusDocs, phi_wk: np.ndarray, prior_cdf: np.ndarray,
     return np.concatenate(parts, axis=0), stats
 
 
+def _joined(parts: list, stats: dict[str, int]
+            ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """The per-document values and counts of every batch, in document order, and the stats."""
+    if not parts:
+        return np.zeros(0), np.zeros(0, dtype=np.int64), stats
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            stats)
+
+
 def completion_loglik(docs: Docs | CorpusDocs, phi_wk: np.ndarray, prior_cdf: np.ndarray,
                       alpha: np.ndarray, *, burn_in: int, samples: int, seed: int,
                       **run: Any) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """Per-document log-likelihood of the odd-position tokens, their counts, and stats."""
     parts, stats = map_batches(_completion_task, docs, phi_wk, prior_cdf, alpha,
                                (burn_in, samples, seed), **run)
-    if not parts:
-        return np.zeros(0), np.zeros(0, dtype=np.int64), stats
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            stats)
+    return _joined(parts, stats)
 
 
 def left_to_right(docs: Docs | CorpusDocs, phi_wk: np.ndarray, prior_cdf: np.ndarray,
@@ -167,7 +173,4 @@ def left_to_right(docs: Docs | CorpusDocs, phi_wk: np.ndarray, prior_cdf: np.nda
     """Per-document left-to-right log p(w_d), document lengths, and stats."""
     parts, stats = map_batches(_left_to_right_task, docs, phi_wk, prior_cdf, alpha,
                                (particles, None, seed), **run)
-    if not parts:
-        return np.zeros(0), np.zeros(0, dtype=np.int64), stats
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            stats)
+    return _joined(parts, stats)

@@ -26,15 +26,9 @@ def synth_url(tmp_path_factory, synthetic):
 def cluster3():
     """A real 3-process LocalCluster with nannies (a killed worker is replaced, so the cluster
     stays usable after a test killed one)."""
-    from distributed import Client, LocalCluster
+    from biglda.train.driver import connect
 
-    cluster = LocalCluster(n_workers=3, threads_per_worker=1, processes=True,
-                           dashboard_address="127.0.0.1:0", host="127.0.0.1")
-    client = Client(cluster, direct_to_workers=True)
-    try:
+    with connect(workers=3) as client:  # the embedded cluster `biglda train` starts
         yield client
-    finally:
-        client.close()
-        cluster.close()
 
 

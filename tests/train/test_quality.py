@@ -35,16 +35,10 @@ def _match(n_wk: np.ndarray, phi: np.ndarray, beta: float) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def one_worker_client():
-    from distributed import Client, LocalCluster
+    from biglda.train.driver import connect
 
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                           dashboard_address="127.0.0.1:0", host="127.0.0.1")
-    client = Client(cluster, direct_to_workers=True)
-    try:
+    with connect(workers=1) as client:  # the embedded cluster `biglda train` starts
         yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 def _fit(client, url, n_shards, seed):
