@@ -16,7 +16,7 @@ _LAZY = {
     "Corpus": ("biglda.corpus", "Corpus"),
     "TopicModel": ("biglda.model", "TopicModel"),
     "load": ("biglda.model", "load"),
-    "train": ("biglda.model", "train"),
+    "train": ("biglda.model.training", "train"),
     "LDA": ("biglda.model", "LDA"),
     "BigLDAError": ("biglda.errors", "BigLDAError"),
 }

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from biglda.errors import BigLDAError
 
@@ -176,9 +177,9 @@ def _add_datasets(sub: argparse._SubParsersAction) -> None:
 def _cmd_datasets(args: argparse.Namespace) -> int:
     import time
 
-    from biglda.corpus.storage import exists
     from biglda.corpus.synth import SynthSpec, write_synthetic
     from biglda.errors import ConfigError, OutputExistsError
+    from biglda.io import exists
 
     for name in ("docs", "vocab", "topics"):
         if getattr(args, name) < 1:
@@ -201,88 +202,72 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- training
-# train  (issue: Distributed training)
-
-
-def _staleness(text: str) -> float:
-    if text.strip().lower() in ("inf", "infinity", "async"):
-        return float("inf")
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number of clocks or 'inf', got {text!r}") from None
-    return float(value)
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
+    """The flags of ``biglda train``: one per setting of :class:`TrainConfig`, from it.
+
+    Every value is taken as text and converted by the setting itself (:func:`_train_settings`),
+    so a bad one is the same one-line error, with the flag's name, whatever its kind.
+    """
+    from biglda.trainer.config import settings
+
     p = sub.add_parser("train", help="train an LDA model on Dask",
                        description="Train an LDA model on a corpus.zarr with an embedded "
                                    "LocalCluster (default) or a Dask scheduler (--scheduler).")
     p.add_argument("corpus", metavar="CORPUS.zarr", help="corpus made by `biglda ingest`")
     p.add_argument("--out", required=True, metavar="MODEL.zarr", help="where to write the model")
-    p.add_argument("-k", "--topics", type=int, required=True, help="number of topics K")
-    p.add_argument("--iterations", type=int, default=100, help="sweeps in total (default 100)")
-    p.add_argument("--sampler", default="lightlda", metavar="{lightlda,cgs}",
-                   help="lightlda: Metropolis-Hastings, O(1)/token (default); cgs: exact Gibbs")
-    p.add_argument("--alpha", type=float, default=0.1, help="doc-topic prior (default 0.1)")
-    p.add_argument("--beta", type=float, default=0.01, help="topic-word prior (default 0.01)")
-    p.add_argument("--optimize-alpha-every", type=int, default=0, metavar="N",
-                   help="learn an asymmetric alpha (Minka's fixed point) every N iterations "
-                        "after a burn-in of max(10, 2N) (0 = keep --alpha; default 0)")
-    p.add_argument("--backend", default="cpu", choices=("cpu", "gpu", "auto"),
-                   help="sampler backend, chosen on each worker: cpu (default), gpu (an error "
-                        "without a usable GPU), auto (the GPU where one works, else CPU)")
-    p.add_argument("--balance", default="auto", choices=("auto", "throughput", "none"),
-                   help="place shards in proportion to each worker's measured tokens/s after "
-                        "the first clocks: auto (default: when workers run different "
-                        "backends), throughput (always), none")
-    p.add_argument("--workers", type=int, default=None,
-                   help="workers of the embedded cluster (default: one per core; with "
-                        "--backend gpu/auto and GPUs: one per GPU, plus under auto this many "
-                        "CPU workers, default the cores left)")
-    p.add_argument("--threads-per-worker", type=int, default=1,
-                   help="sampling threads per worker (default 1)")
-    p.add_argument("--staleness", type=_staleness, default=0.0, metavar="S",
-                   help="SSP staleness in clocks: 0 = BSP (default), N, or inf (asynchronous)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--checkpoint-every", type=int, default=10, metavar="N",
-                   help="write z every N iterations next to --out (0 = never; default 10)")
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
-    p.add_argument("--scheduler", default=None, metavar="ADDR",
-                   help="Dask scheduler address (tcp://host:port); default: embedded cluster")
-    p.add_argument("--max-seconds", type=float, default=None, help="stop after this wall time")
-    p.add_argument("--tol", type=float, default=None,
-                   help="stop when the relative log-likelihood change is below this")
-    p.add_argument("--shards", type=int, default=None,
-                   help="document shards (default: one per worker thread)")
     p.add_argument("--metrics", default=None, metavar="metrics.jsonl",
                    help="write every metrics record as a JSON line here")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="how long to try reaching --scheduler (default 10)")
+    for name, s in settings().items():
+        flags = [s.short, s.flag] if s.short else [s.flag]
+        if s.kind == "switch":
+            p.add_argument(*flags, dest=name, action="store_const", const="true", default=None,
+                           help=s.help)
+        else:
+            choices = s.choice_list() if not callable(s.choices) else ()
+            metavar = s.metavar or ("{" + ",".join(choices) + "}" if choices else None)
+            p.add_argument(*flags, dest=name, default=None, metavar=metavar, help=s.help,
+                           action="append" if s.kind == "pairs" else "store")
     p.set_defaults(func=_cmd_train)
+
+
+def _train_settings(args: argparse.Namespace) -> dict:
+    """The settings given on the command line, converted and checked by their declaration."""
+    from biglda.trainer.config import parse_pairs, settings
+
+    given = {}
+    for name, s in settings().items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        given[name] = parse_pairs(name, value) if s.kind == "pairs" else value
+    return given
+
+
+def _flag_message(exc: Any) -> str:
+    """A :class:`SettingError` as the CLI says it: the flag in place of the setting's name."""
+    from biglda.trainer.config import setting_of
+
+    sep = "" if exc.problem.startswith(":") else " "
+    return f"{setting_of(exc.name).flag}{sep}{exc.problem}"
 
 
 class _TrainProgress:
     """Receives metrics records: the progress bar, the prints, and metrics.jsonl."""
 
     def __init__(self, total: int, quiet: bool, metrics: str | None) -> None:
-        self.total, self.quiet, self.metrics_path = total, quiet, metrics
+        from biglda.trainer.metrics import JsonlSink
+
+        self.total, self.quiet = total, quiet
         self.iterations: list[dict] = []
         self.rebalances: list[dict] = []
-        self._metrics = None
+        self._metrics = JsonlSink(metrics)
         self._progress = None
         self._task = None
 
     def __call__(self, rec: dict) -> None:
-        import json
-
-        if self.metrics_path:
-            if self._metrics is None:
-                self._metrics = open(self.metrics_path, "w")  # closed in close()
-            self._metrics.write(json.dumps(rec, default=str) + "\n")
-            self._metrics.flush()
+        self._metrics(rec)
         kind = rec.get("type")
         if kind == "iteration":
             self.iterations.append(rec)
@@ -348,8 +333,7 @@ class _TrainProgress:
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
-        if self._metrics is not None:
-            self._metrics.close()
+        self._metrics.close()
 
 
 def _si(x: float) -> str:
@@ -362,31 +346,35 @@ def _si(x: float) -> str:
 def _cmd_train(args: argparse.Namespace) -> int:
     import distributed  # noqa: F401 - its import sets the "distributed" loggers to INFO
 
-    from biglda.train.driver import train
+    from biglda.errors import SettingError
+    from biglda.model.training import train_to_store
+    from biglda.trainer.config import TrainConfig
 
     if args.verbose < 2:  # keep the scheduler of the embedded cluster as quiet as asked
         logging.getLogger("distributed").setLevel(
             max(logging.getLogger().getEffectiveLevel(), logging.WARNING))
-
-    progress = _TrainProgress(args.iterations, args.quiet, args.metrics)
     try:
-        out = train(args.corpus, args.out, n_topics=args.topics, iterations=args.iterations,
-                    sampler=args.sampler, alpha=args.alpha, beta=args.beta,
-                    workers=args.workers, threads_per_worker=args.threads_per_worker,
-                    staleness=args.staleness, seed=args.seed,
-                    checkpoint_every=args.checkpoint_every, resume=args.resume,
-                    scheduler=args.scheduler, max_seconds=args.max_seconds, tol=args.tol,
-                    n_shards=args.shards, overwrite=args.overwrite, on_record=progress,
-                    connect_timeout=args.connect_timeout,
-                    optimize_alpha_every=args.optimize_alpha_every, backend=args.backend,
-                    balance=args.balance)
-    finally:
-        progress.close()
+        cfg = TrainConfig.from_settings(**_train_settings(args))
+        progress = _TrainProgress(cfg.iterations, args.quiet, args.metrics)
+        try:
+            out = train_to_store(args.corpus, args.out, cfg, on_record=progress)
+        finally:
+            progress.close()
+    except SettingError as exc:
+        raise _CliError(_flag_message(exc), exc.exit_code) from None
     if not args.quiet:
         for line in progress.summary():
             print(line)
         print(f"model written to {out}")
     return 0
+
+
+class _CliError(BigLDAError):
+    """A library error reworded for the command line (flags instead of setting names)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 # --------------------------------------------------------------------------- model commands

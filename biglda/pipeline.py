@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -51,7 +50,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from biglda.errors import BigLDAError, ConfigError
+from biglda.errors import BigLDAError, ConfigError, PipelineError
 
 log = logging.getLogger("biglda.pipeline")
 
@@ -59,10 +58,6 @@ RECORD_DIR = ".stages"
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 #: Files up to this size are fingerprinted by content, larger ones by size and mtime.
 HASH_LIMIT = 256 << 20
-
-
-class PipelineError(BigLDAError):
-    """A pipeline file that cannot be read, or a stage that failed (one line)."""
 
 
 # --------------------------------------------------------------------------- stage kinds
@@ -243,7 +238,7 @@ def _allowed_params(kind: str) -> set[str] | None:
 
         return set(SynthSpec.__dataclass_fields__) | {"chunk_tokens"}
     return {"ingest": set(_INGEST_KEYS), "split": {"corpus", "test_fraction", "seed"},
-            "train": set(_TRAIN_KEYS), "evaluate": set(_EVAL_KEYS),
+            "train": set(_train_keys()), "evaluate": set(_EVAL_KEYS),
             "report": {"model", "top_n"}}.get(kind)
 
 
@@ -660,33 +655,26 @@ def _run_split(p: Pipeline, st: Stage, params: dict, folder: str,
     return f"{n_train:,} training and {n_test:,} held-out documents"
 
 
-_TRAIN_KEYS = ("corpus", "n_topics", "iterations", "sampler", "alpha", "beta", "workers",
-               "threads_per_worker", "staleness", "seed", "checkpoint_every", "max_seconds",
-               "tol", "n_shards", "scheduler", "sampler_params", "slow_shards",
-               "connect_timeout", "call_timeout", "backend", "balance", "gpu_sampler_params")
+def _train_keys() -> tuple[str, ...]:
+    """What a ``train`` stage takes: ``corpus`` and every training setting (by its name)."""
+    from biglda.trainer.config import setting_names
+
+    return ("corpus", *setting_names())
 
 
 def _run_train(p: Pipeline, st: Stage, params: dict, folder: str,
                note: Note) -> str:
-    from biglda.train.driver import train
+    from biglda.model.training import train_to_store
+    from biglda.trainer.metrics import JsonlSink
 
-    _check_keys(st, params, _TRAIN_KEYS)
+    _check_keys(st, params, _train_keys())
     kw = {k: v for k, v in params.items() if k != "corpus"}
-    if isinstance(kw.get("staleness"), str):
-        if kw["staleness"].lower() not in ("inf", "infinity", "async"):
-            raise ConfigError(f"staleness must be a whole number or 'inf', got "
-                              f"{kw['staleness']!r}")
-        kw["staleness"] = math.inf
-    if "slow_shards" in kw:
-        kw["slow_shards"] = {int(k): float(v) for k, v in kw["slow_shards"].items()}
-    kw.setdefault("iterations", 100)
-    metrics = open(os.path.join(folder, "metrics.jsonl"), "w")  # noqa: SIM115 - closed below
+    metrics = JsonlSink(os.path.join(folder, "metrics.jsonl"))
     last: dict[str, Any] = {}
     shown = [0.0]
 
     def on_record(rec: dict) -> None:
-        metrics.write(json.dumps(rec, default=str) + "\n")
-        metrics.flush()
+        metrics(rec)
         if rec.get("type") == "iteration":
             last.update(rec)
             # A progress line for the first and last iteration and at most every 30 s.
@@ -700,8 +688,8 @@ def _run_train(p: Pipeline, st: Stage, params: dict, folder: str,
     peaks = _PeakMemory()
     try:
         with peaks:
-            train(params["corpus"], os.path.join(folder, "model.zarr"), on_record=on_record,
-                  **kw)
+            train_to_store(params["corpus"], os.path.join(folder, "model.zarr"),
+                           on_record=on_record, **kw)
     finally:
         metrics.close()
         with open(os.path.join(folder, "resources.json"), "w") as f:

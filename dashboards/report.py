@@ -1,7 +1,7 @@
 """``biglda report``: a self-contained HTML report of a finished run (no server needed).
 
 Everything comes from the ``model.zarr`` store (format in
-:mod:`biglda.train.model_store`): the per-iteration metrics in ``attrs["history"]``,
+:mod:`biglda.model.store`): the per-iteration metrics in ``attrs["history"]``,
 ``attrs["config"]``, ``attrs["evaluation"]`` when ``biglda evaluate`` filled it in,
 ``n_wk``/``n_k`` for topic sizes and top words. Bokeh's JavaScript is inlined
 (``bokeh.resources.INLINE``), so the file opens offline, from e-mail or a CI artifact.
@@ -86,7 +86,7 @@ def write_report(model: str, out: str, *, top_n: int = TOP_N) -> str:
     >>> write_report("runs/demo/model.zarr", "report.html")  # doctest: +SKIP
     'report.html'
     """
-    from biglda.train.model_store import open_model_group
+    from biglda.model.store import open_model_group
 
     g = open_model_group(model)
     attrs = dict(g.attrs)

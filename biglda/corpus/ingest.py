@@ -16,7 +16,7 @@ only the vocabulary, which grows much more slowly, is held):
    ``word_count``/``doc_freq`` equal a recount of the stored tokens. Final ids:
    descending count, ties by word.
 3. **Write** the corpus from the spill, one chunk at a time, under
-   :func:`~biglda.corpus.storage.atomic_output`: a failed or interrupted ingest
+   :func:`~biglda.io.atomic_output`: a failed or interrupted ingest
    leaves nothing at the output path.
 
 Passes 2 and 3 are NumPy over the spill and take a small share of the time;
@@ -56,11 +56,11 @@ from biglda.corpus.readers import (
     read_uci_vocab,
     resolve_sources,
 )
-from biglda.corpus.storage import atomic_output, exists
 from biglda.corpus.store import CorpusWriter, unique_sorted
 from biglda.corpus.tokenizer import DEFAULT_TOKEN_PATTERN, Tokenizer, load_stopwords
 from biglda.corpus.vocab import DEFAULT_MIN_DF, VocabFilter, frequency_order
 from biglda.errors import ConfigError, InputError, OutputExistsError
+from biglda.io import atomic_output, exists
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """``biglda.LDA``: a scikit-learn-style estimator around the Dask trainer.
 
 The constructor only stores parameters; :meth:`LDA.fit` writes the input as a
-temporary ``corpus.zarr``, trains with :func:`biglda.train.driver.train`, and sets the
+temporary ``corpus.zarr``, trains with :func:`biglda.model.training.train_to_store`, and sets the
 fitted attributes (ending in ``_``). scikit-learn is not required.
 """
 
@@ -140,7 +140,7 @@ class LDA:
     def fit(self, X: Any, y: Any = None) -> LDA:
         """Train on ``X``: a SciPy sparse (or dense) document-term count matrix, a
         :class:`biglda.corpus.Corpus` or a corpus URL. Returns ``self``."""
-        from biglda.train.driver import train as driver_train
+        from biglda.model.training import train_to_store as driver_train
 
         if int(self.n_components) < 2:
             raise ConfigError(f"n_components must be at least 2, got {self.n_components}")

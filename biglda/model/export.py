@@ -19,8 +19,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from biglda.corpus.storage import split_url
 from biglda.errors import BigLDAError, ConfigError, OutputExistsError
+from biglda.io import split_url
 
 log = logging.getLogger(__name__)
 

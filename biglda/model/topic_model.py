@@ -1,7 +1,7 @@
 """``TopicModel``: a trained LDA model — inspect, infer, evaluate, save.
 
 A model is the count tables of one posterior sample (``n_wk``, ``n_dk``) plus the
-priors, read from a ``model.zarr`` store (format: :mod:`biglda.train.model_store`).
+priors, read from a ``model.zarr`` store (format: :mod:`biglda.model.store`).
 Every probability is a posterior mean given those counts:
 
 - ``topic_word[k, w] = (n_wk[w, k] + beta) / (n_k[k] + V * beta)``
@@ -128,7 +128,7 @@ class TopicModel:
     @classmethod
     def load(cls, path: str) -> TopicModel:
         """Open a ``model.zarr`` store (local path or any fsspec URL); see :func:`load`."""
-        from biglda.train.model_store import open_model_group
+        from biglda.model.store import open_model_group
 
         path = str(path)
         g = open_model_group(path)
@@ -148,7 +148,7 @@ class TopicModel:
         Raises :class:`biglda.errors.OutputExistsError` if ``path`` exists and
         ``overwrite`` is false; a failed save leaves nothing that opens as a model.
         """
-        from biglda.train.model_store import save_model
+        from biglda.model.store import save_model
 
         path = str(path)
         extra = {k: v for k, v in self.attrs.items() if k not in _COMPUTED_ATTRS}

@@ -11,7 +11,7 @@ import biglda
 from biglda.cli import main
 from biglda.corpus import Tokenizer, write_corpus
 from biglda.corpus.synth import SynthSpec, generate
-from biglda.train.model_store import save_model
+from biglda.model.store import save_model
 
 SPEC = SynthSpec(n_docs=400, n_words=150, n_topics=5, mean_doc_length=60, alpha=0.1,
                  beta=0.1, seed=3)

@@ -11,7 +11,7 @@ import pytest
 from dash_helpers import JS_SOURCE_DATA, console_errors, fake_records, reset_page, wait_for
 
 from biglda.cli import main
-from biglda.train.model_store import save_model
+from biglda.model.store import save_model
 from dashboards import report
 from dashboards.report import top_word_ids, write_report
 

@@ -72,9 +72,9 @@ def test_lda_estimator(data, local_cluster):
         biglda.LDA(n_components=1).fit(x)
 
 
-def test_biglda_train_stays_callable_after_the_trainer_is_imported(monkeypatch):
+def test_biglda_train_stays_callable_after_the_trainer_is_imported():
     import biglda.model.training
-    import biglda.train.driver  # noqa: F401  (sets the attribute biglda.train to the package)
+    import biglda.trainer.run  # noqa: F401  (the trainer is a package of its own name)
 
-    monkeypatch.setattr(biglda.model.training, "train", lambda *a, **k: ("trained", a, k))
-    assert biglda.train("c.zarr", n_topics=3) == ("trained", ("c.zarr",), {"n_topics": 3})
+    assert biglda.train is biglda.model.training.train
+    assert callable(biglda.train)
