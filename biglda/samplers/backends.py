@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from biglda.errors import ConfigError
 
-__all__ = ["BACKEND_CHOICES", "GpuStatus", "balance_shards", "gpu_status", "pick_backend",
+__all__ = ["BACKEND_CHOICES", "GpuStatus", "gpu_status", "pick_backend",
            "require_gpu", "resolve_backend"]
 
 log = logging.getLogger("biglda.samplers")
@@ -156,43 +156,3 @@ def resolve_backend(backend: str) -> str:
         log.info("backend auto -> cpu (%s)", "the CUDA simulator is not a GPU"
                  if status.simulator else status.reason)
     return chosen
-
-
-def balance_shards(throughputs, shard_tokens) -> list[int]:
-    """Assign shards to workers of unequal speed (GPU and CPU workers in one job).
-
-    Greedy longest-processing-time on uniform machines: shards in decreasing size, each to
-    the worker that would finish it first, ``(load_w + tokens) / throughput_w``. Each
-    worker's share of tokens comes out about proportional to its throughput, and the
-    makespan is within a factor 2 of the optimum (Gonzalez, Ibarra & Sahni 1977).
-
-    Parameters
-    ----------
-    throughputs : sequence of float
-        Tokens/s of each worker (measured, e.g. the first clock's ``tokens_per_s``).
-    shard_tokens : sequence of int
-        Tokens of each shard.
-
-    Returns
-    -------
-    list of int
-        ``assignment[shard] = worker``; ties go to the lower worker index.
-
-    Examples
-    --------
-    >>> balance_shards([3e8, 1e8], [100] * 8)
-    [0, 0, 0, 1, 0, 0, 0, 1]
-    """
-    speed = [float(t) for t in throughputs]
-    if not speed or any(not (t > 0.0) or t == float("inf") for t in speed):
-        raise ConfigError(f"throughputs must be positive and finite, got {list(throughputs)}")
-    sizes = [int(n) for n in shard_tokens]
-    if any(n < 0 for n in sizes):
-        raise ConfigError("shard_tokens must be >= 0")
-    load = [0] * len(speed)
-    assignment = [0] * len(sizes)
-    for s in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-        w = min(range(len(speed)), key=lambda j: ((load[j] + sizes[s]) / speed[j], j))
-        assignment[s] = w
-        load[w] += sizes[s]
-    return assignment

@@ -201,7 +201,7 @@ def _makespan(throughputs, sizes, assignment):
 def test_balance_shards_against_brute_force():
     import itertools
 
-    from biglda.samplers.backends import balance_shards
+    from biglda.trainer.placement import balance_shards
 
     rng = np.random.default_rng(1)
     for _ in range(40):
@@ -218,7 +218,7 @@ def test_balance_shards_against_brute_force():
 
 
 def test_balance_shards_is_throughput_proportional():
-    from biglda.samplers.backends import balance_shards
+    from biglda.trainer.placement import balance_shards
 
     speeds = [40e6, 10e6, 10e6]  # one GPU worker, two CPU workers
     sizes = [1_000_000] * 60
