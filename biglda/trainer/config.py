@@ -182,6 +182,7 @@ class TrainConfig:
     n_topics: int = _setting(flag="--topics", short="-k", check=_n_topics, parse=int,
                              metavar="K", stored=True, help="number of topics K (required)")
     iterations: int = _setting(100, flag="--iterations", check=_int(1), parse=int, stored=True,
+                               metavar="N",
                                help="sweeps in total, counting a resumed run's (default 100)")
     sampler: str = _setting("lightlda", flag="--sampler", choices=_algorithms,
                             check=_one_of(_algorithms), metavar="NAME", stored=True,
@@ -214,6 +215,7 @@ class TrainConfig:
                                  stored=True, help="stop once the relative log-likelihood "
                                                    "change per iteration is below this")
     n_shards: int | None = _setting(None, flag="--shards", check=_optional(_int(1)), parse=int,
+                                    metavar="N",
                                     stored=True, help="document shards (default: one per "
                                                       "worker thread)")
     optimize_alpha_every: int = _setting(0, flag="--optimize-alpha-every", check=_int(0),
@@ -269,10 +271,12 @@ class TrainConfig:
                                     help="how long a recovery waits for a replacement worker "
                                          "(default 10)")
     workers: int | None = _setting(None, flag="--workers", check=_optional(_int(1)), parse=int,
+                                   metavar="N",
                                    help="workers of the embedded cluster (default: one per "
                                         "core; with --backend gpu/auto and GPUs: one per GPU, "
                                         "plus under auto this many CPU workers)")
     threads_per_worker: int = _setting(1, flag="--threads-per-worker", check=_int(1), parse=int,
+                                       metavar="N",
                                        help="sampling threads per worker (default 1)")
     scheduler: Any = _setting(None, flag="--scheduler", metavar="ADDR",
                               help="Dask scheduler address (tcp://host:port) or, from Python, "
