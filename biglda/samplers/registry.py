@@ -16,8 +16,9 @@ from biglda.errors import ConfigError
 from biglda.samplers.base import Sampler
 from biglda.samplers.cgs_cpu import CGSSampler
 from biglda.samplers.lightlda_cpu import LightLDASampler
+from biglda.samplers.warplda_cpu import WarpLDASampler
 
-ALGORITHMS = ("cgs", "lightlda")
+ALGORITHMS = ("cgs", "lightlda", "warplda")
 BACKENDS = ("cpu", "gpu")
 
 _REGISTRY: dict[tuple[str, str], Callable[..., Sampler]] = {}
@@ -54,10 +55,10 @@ def get_sampler(algorithm: str, backend: str = "cpu", **params) -> Sampler:
 
     Parameters
     ----------
-    algorithm : {"cgs", "lightlda"}
+    algorithm : {"cgs", "lightlda", "warplda"}
     backend : {"cpu", "gpu"}
     **params
-        Sampler settings: ``variant`` ("sparse" | "plain") for cgs, ``mh_steps`` for lightlda.
+        Sampler settings: ``variant`` ("sparse" | "plain") for cgs, ``mh_steps`` for lightlda and warplda.
 
     Raises
     ------
@@ -83,3 +84,4 @@ def get_sampler(algorithm: str, backend: str = "cpu", **params) -> Sampler:
 
 register_sampler("cgs", "cpu", CGSSampler)
 register_sampler("lightlda", "cpu", LightLDASampler)
+register_sampler("warplda", "cpu", WarpLDASampler)
