@@ -329,6 +329,7 @@ class WarpLDASampler(Sampler):
 
     algorithm = "warplda"
     backend = "cpu"
+    exact = False  # the exact-posterior tests skip it; see tests/samplers/test_warplda.py
 
     def __init__(self, mh_steps: int = 2):
         if int(mh_steps) < 1:
