@@ -60,6 +60,12 @@ def load_corpus(src: str, cache_dir: Path):
 def table_nbytes(algorithm: str, tokens, doc_ptr, z, n_wk, n_k, beta, n_words) -> int:
     """Bytes of the per-sweep sampling structures (alias tables / word lists), rebuilt here."""
     n_topics = n_k.shape[0]
+    if algorithm == "warplda":
+        # word_ptr + the cached word order (perm, inv: int64) + per sweep: two word-order
+        # copies of z and 2 * mh_steps proposals a token (z's dtype); one shard, so no G
+        m = get_sampler("warplda").mh_steps
+        return (8 * (n_wk.shape[0] + 1) + 16 * len(tokens)
+                + (2 + 2 * m) * z.itemsize * len(tokens))
     if algorithm == "lightlda":
         from biglda.samplers.lightlda_cpu import _word_tables
 
@@ -146,7 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=None,
                     help="CPU seconds of sampling for the fixed-budget LL (default: what "
                          "tomotopy needs for --iterations at that K)")
-    ap.add_argument("--samplers", nargs="+", default=["cgs", "lightlda", "tomotopy"])
+    ap.add_argument("--samplers", nargs="+",
+                    default=["cgs", "lightlda", "warplda", "tomotopy"])
     ap.add_argument("--alpha", type=float, default=0.1)
     ap.add_argument("--beta", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
@@ -276,6 +283,13 @@ def report(results, args, n_words) -> None:
     for r in results:
         pts = ", ".join(f"{c['cpu_s']:.1f}s:{c['ll_per_token']:.3f}" for c in r["curve"])
         print(f"- K={r['n_topics']} {r['sampler']}: {pts}")
+    print("\nMtok per CPU second, sweep by sweep (a slow start shows here):\n")
+    for r in results:
+        prev, rates = 0.0, []
+        for c in r["curve"]:
+            rates.append(f"{n / max(c['cpu_s'] - prev, 1e-9) / 1e6:.2f}")
+            prev = c["cpu_s"]
+        print(f"- K={r['n_topics']} {r['sampler']}: {' '.join(rates)}")
     tomo = [r for r in results if r["sampler"] == "tomotopy"]
     if tomo:
         print("\n(tomotopy's own `ll_per_word` at the last iteration, a different quantity: "
