@@ -161,9 +161,19 @@ def main(argv=None) -> int:
     ap.add_argument("--steady", type=int, default=0, metavar="ITER",
                     help="instead: biglda throughput after ITER sweeps (mean of the last 5), "
                          "once the sparse structures have settled; no LL, no tomotopy")
+    ap.add_argument("--mh-profile", type=int, default=0, metavar="ITER",
+                    help="instead: warplda ns/token with mh_steps 1, 2, 4 after ITER sweeps "
+                         "(the slope is the MH work, the intercept the passes)")
+    ap.add_argument("--cgs-start", type=int, default=0, metavar="ITER",
+                    help="instead: cgs throughput sweep by sweep from random topics, with "
+                         "the non-zeros of the token's word row and the tokens moved")
     args = ap.parse_args(argv)
     if args.steady:
         return steady(args)
+    if args.mh_profile:
+        return mh_profile(args)
+    if args.cgs_start:
+        return cgs_start(args)
 
     samplers = list(args.samplers)
     if "tomotopy" in samplers:
@@ -237,6 +247,67 @@ def steady(args) -> int:
             last = secs[-5:]
             print(f"| {k} | {name} | {n * len(last) / sum(last) / 1e6:.2f} | "
                   f"{n / secs[0] / 1e6:.2f} |", flush=True)
+    return 0
+
+
+def mh_profile(args) -> int:
+    tokens, doc_ptr, vocab = load_corpus(args.corpus, Path(args.cache_dir))
+    n, n_words = len(tokens), len(vocab)
+    print(f"\nwarplda after {args.mh_profile} sweeps, one sweep per mh_steps from the same "
+          f"state (best of 2), ns per token; N={n}\n")
+    print("| K | mh_steps=1 | 2 | 4 | tokens moved | delta entries |")
+    print("|---|---|---|---|---|---|")
+    for k in args.topics:
+        base = get_sampler("warplda")
+        z = init_z(n, k, RandomKey(args.seed, -1))
+        n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+        for it in range(1, args.mh_profile + 1):
+            base.sweep(tokens, doc_ptr, z, n_wk, n_k, args.alpha, args.beta, n_words,
+                       RandomKey(args.seed, it))
+        cells, moved, nnz = [], [], []
+        for m in (1, 2, 4):
+            sampler = get_sampler("warplda", mh_steps=m)
+            sampler._orders = base._orders  # the cached word order: not part of the timing
+            best = float("inf")
+            for rep in range(2):
+                zz, ww, kk = z.copy(), n_wk.copy(), n_k.copy()
+                t = time.thread_time()
+                res = sampler.sweep(tokens, doc_ptr, zz, ww, kk, args.alpha, args.beta,
+                                    n_words, RandomKey(args.seed, 1000 + rep))
+                best = min(best, time.thread_time() - t)
+            cells.append(f"{best * 1e9 / n:.0f}")
+            moved.append(f"{np.mean(zz != z):.0%}")
+            nnz.append(len(res.delta_counts))
+        print(f"| {k} | {' | '.join(cells)} | {moved[0]}-{moved[-1]} | "
+              f"{nnz[1] / 1e6:.2f} M |", flush=True)
+    return 0
+
+
+def cgs_start(args) -> int:
+    from biglda.samplers.cgs_cpu import _word_lists
+
+    tokens, doc_ptr, vocab = load_corpus(args.corpus, Path(args.cache_dir))
+    n, n_words = len(tokens), len(vocab)
+    for k in args.topics:
+        sampler = get_sampler("cgs")
+        fit_local(tokens[:doc_ptr[100]], doc_ptr[:101], n_words, k, "cgs", iterations=1,
+                  loglik_every=0)  # compile outside the timing
+        z = init_z(n, k, RandomKey(args.seed, -1))
+        n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+        bits = max(1, int(np.ceil(np.log2(k))))
+        print(f"\ncgs from random topics, K={k}, N={n}\n")
+        print("| sweep | Mtok/s (CPU) | nnz of the word's row, per token | tokens moved |")
+        print("|---|---|---|---|")
+        for it in range(1, args.cgs_start + 1):
+            _, length, _ = _word_lists(tokens, n_wk, bits)
+            nnz = float(length[tokens].mean())
+            before = z.copy()
+            t = time.thread_time()
+            sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, args.alpha, args.beta, n_words,
+                          RandomKey(args.seed, it))
+            dt = time.thread_time() - t
+            print(f"| {it} | {n / dt / 1e6:.2f} | {nnz:.0f} | {np.mean(before != z):.0%} |",
+                  flush=True)
     return 0
 
 
