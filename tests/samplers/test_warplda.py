@@ -81,3 +81,33 @@ def test_two_shards_sharing_a_table(synthetic, synthetic_spec, reference):
     ll_ref, _ = reference
     assert matched_cosine(phi, n_wk, spec.beta) > 0.98
     assert abs(float(np.mean(lls)) - ll_ref) < 0.01, f"{np.mean(lls):.4f} vs cgs {ll_ref:.4f}"
+
+
+def test_registered_with_its_settings():
+    from biglda.errors import ConfigError
+    from biglda.samplers import available_samplers
+
+    assert ("warplda", "cpu") in available_samplers()
+    sampler = get_sampler("warplda")
+    assert sampler.mh_steps == 2 and sampler.exact is False
+    with pytest.raises(ConfigError, match="mh_steps"):
+        get_sampler("warplda", mh_steps=0)
+    with pytest.raises(ConfigError, match="gpu"):
+        get_sampler("warplda", "gpu")
+
+
+def test_word_order_cache_follows_the_tokens():
+    # The word-order permutation is cached per tokens array; tokens changed in place (same
+    # buffer) must not reuse the stale order: the table would stop matching z.
+    rng = np.random.default_rng(1)
+    doc_ptr = np.arange(0, 301, 30, dtype=np.int64)
+    tokens = rng.integers(0, 20, size=300).astype(np.int32)
+    sampler = get_sampler("warplda")
+    for it in range(1, 4):
+        z = init_z(len(tokens), 4, RandomKey(3, -it))
+        n_wk, n_k = count_from_z(tokens, doc_ptr, z, 20, 4)
+        sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.1, 20, RandomKey(3, it))
+        want_wk, want_k = count_from_z(tokens, doc_ptr, z, 20, 4)
+        np.testing.assert_array_equal(n_wk, want_wk)
+        np.testing.assert_array_equal(n_k, want_k)
+        tokens[:] = rng.integers(0, 20, size=300)  # same buffer, new words
