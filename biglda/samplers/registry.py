@@ -22,10 +22,10 @@ from biglda.errors import ConfigError
 from biglda.samplers.base import Sampler
 from biglda.samplers.cgs_cpu import CGSSampler
 from biglda.samplers.lightlda_cpu import LightLDASampler
+from biglda.samplers.warplda_cpu import WarpLDASampler
 
-ALGORITHMS = ("cgs", "lightlda")
+ALGORITHMS = ("cgs", "lightlda", "warplda")
 BACKENDS = ("cpu", "gpu")
-
 
 
 class SamplerParam(NamedTuple):
@@ -123,10 +123,10 @@ def get_sampler(algorithm: str, backend: str = "cpu", **params) -> Sampler:
 
     Parameters
     ----------
-    algorithm : {"cgs", "lightlda"}
+    algorithm : {"cgs", "lightlda", "warplda"}
     backend : {"cpu", "gpu"}
     **params
-        Sampler settings: ``variant`` ("sparse" | "plain") for cgs, ``mh_steps`` for lightlda.
+        Sampler settings: ``variant`` ("sparse" | "plain") for cgs, ``mh_steps`` for lightlda and warplda.
 
     Raises
     ------
@@ -156,4 +156,8 @@ register_sampler("cgs", "cpu", CGSSampler, params={
 })
 register_sampler("lightlda", "cpu", LightLDASampler, params={
     "mh_steps": SamplerParam(int, 2, "Metropolis-Hastings rounds per token (default 2)"),
+})
+register_sampler("warplda", "cpu", WarpLDASampler, params={
+    "mh_steps": SamplerParam(int, 2, "Metropolis-Hastings proposals per token and pass "
+                                     "(default 2)"),
 })

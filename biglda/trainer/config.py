@@ -187,7 +187,8 @@ class TrainConfig:
     sampler: str = _setting("lightlda", flag="--sampler", choices=_algorithms,
                             check=_one_of(_algorithms), metavar="NAME", stored=True,
                             help="lightlda: Metropolis-Hastings, O(1)/token (default); cgs: "
-                                 "exact collapsed Gibbs")
+                                 "exact collapsed Gibbs; warplda: WarpLDA's delayed-update "
+                                 "MH, O(1)/token, fastest at large K")
     sampler_params: dict = _setting(factory=dict, flag="--sampler-param", kind="pairs",
                                     metavar="NAME=VALUE", stored=True,
                                     help="a parameter the sampler declares, e.g. mh_steps=1 "

@@ -11,6 +11,7 @@ CPU_SAMPLERS = [
     pytest.param(("cgs", "cpu", {"variant": "plain"}), id="cgs-plain"),
     pytest.param(("cgs", "cpu", {}), id="cgs-sparse"),
     pytest.param(("lightlda", "cpu", {}), id="lightlda"),
+    pytest.param(("warplda", "cpu", {}), id="warplda"),
 ]
 
 

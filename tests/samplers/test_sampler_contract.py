@@ -56,7 +56,7 @@ def test_invariants_after_every_sweep(sampler, alpha_kind, z_type):
         n_dk = doc_topic_counts(doc_ptr, z, n_topics)
         np.testing.assert_array_equal(n_dk.sum(axis=1), np.diff(doc_ptr))
         assert res.n_tokens == len(tokens) and res.seconds >= 0
-        if sampler.algorithm == "lightlda":
+        if sampler.algorithm in ("lightlda", "warplda"):  # Metropolis-Hastings
             assert 0.0 < res.accept_rate <= 1.0
         else:
             assert res.accept_rate is None
