@@ -15,6 +15,7 @@ Nothing here is imported before :func:`biglda.samplers.backends.require_gpu` suc
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 
@@ -32,6 +33,43 @@ from biglda.samplers.base import (
 from biglda.samplers.rng import RandomKey
 
 _MASK32 = 0xFFFFFFFF
+
+#: numba-cuda's low-occupancy warning, whatever wraps it: where colorama is installed numba
+#: highlights the text with ANSI codes (``\x1b[1mGrid size 49 ...``), so the pattern may not
+#: assume the text starts the message or that nothing sits between its words.
+LOW_OCCUPANCY_MESSAGE = r"(?s).*Grid size.*will likely result.*under.utili[sz]ation"
+
+
+@contextlib.contextmanager
+def quiet_launches():
+    """Launch kernels without numba-cuda's low-occupancy warning (grids under 128 blocks).
+
+    Small shards, the single-block deterministic mode and the probe kernel are
+    under-occupied on purpose. Turns numba's own setting (``CUDA_LOW_OCCUPANCY_WARNINGS``,
+    the ``NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS`` variable) off for the block, and filters the
+    warning by a pattern that survives text decoration, in case a numba version reads the
+    setting elsewhere. Under the simulator numba never warns.
+    """
+    config = _numba_cuda_config()
+    old = getattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", None)
+    if old is not None:
+        config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=LOW_OCCUPANCY_MESSAGE)
+            yield
+    finally:
+        if old is not None:
+            config.CUDA_LOW_OCCUPANCY_WARNINGS = old
+
+
+def _numba_cuda_config():
+    """The config module numba-cuda's launcher reads (``numba.cuda.core`` from 0.2x on)."""
+    try:
+        from numba.cuda.core import config
+    except ImportError:  # pragma: no cover - older numba-cuda reads numba's own config
+        from numba.core import config
+    return config
 
 
 def stream_keys(key: RandomKey) -> tuple[int, int]:
@@ -204,10 +242,7 @@ class GPUSampler(Sampler):
         z_old = z.copy()
         d["doc_of"] = (xp.searchsorted(d["doc_ptr"], xp.arange(n_tokens), side="right")
                        - 1).astype(np.int32)
-        with warnings.catch_warnings():
-            # numba-cuda warns for grids under 128 blocks; small shards and the single-block
-            # (deterministic) mode are under-occupied on purpose.
-            warnings.filterwarnings("ignore", message=r"Grid size \d+ will likely result")
+        with quiet_launches():
             accept_rate = self._sweep_parts(xp, d, alpha, beta, v_beta, key, n_tokens,
                                             n_topics)
 

@@ -16,7 +16,6 @@ replay of the single-block CGS sweep that must agree bit for bit.
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
@@ -69,60 +68,6 @@ def _sampler(mode, algorithm, **params):
 
 
 # ------------------------------------------------------------------ without any GPU
-def test_gpu_request_without_gpu_names_the_cause():
-    if SIM or _GPU_OK:
-        pytest.skip("a GPU (or the simulator) is usable here")
-    from biglda.samplers import get_sampler
-
-    for algorithm in ("cgs", "lightlda"):
-        with pytest.raises(ConfigError, match="backend 'gpu' is unavailable: (numba-cuda is not "
-                           "installed|no usable CUDA driver|no usable CUDA device|no CUDA "
-                           "device|CuPy is not installed)"):
-            get_sampler(algorithm, "gpu")
-
-
-def test_status_names_a_missing_numba_cuda(monkeypatch):
-    from biglda.samplers import backends
-
-    real = backends.importlib.util.find_spec
-    monkeypatch.setattr(backends.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "numba_cuda" else real(name, *a))
-    backends.gpu_status.cache_clear()
-    try:
-        with pytest.raises(ConfigError, match="numba-cuda is not installed"):
-            backends.require_gpu()
-    finally:
-        monkeypatch.undo()
-        backends.gpu_status.cache_clear()
-
-
-@pytest.mark.parametrize("status, want", [
-    ((True, False, "CUDA device 0: H100"), "gpu"),
-    ((True, True, "the CUDA simulator"), "cpu"),
-    ((False, False, "no usable CUDA driver: not found"), "cpu"),
-])
-def test_resolve_backend_auto(monkeypatch, caplog, status, want):
-    from biglda.samplers import backends
-
-    monkeypatch.setattr(backends, "gpu_status", lambda: backends.GpuStatus(*status))
-    with caplog.at_level(logging.INFO, logger="biglda.samplers"):
-        assert backends.resolve_backend("auto") == want
-    assert f"backend auto -> {want}" in caplog.text
-    assert backends.resolve_backend("cpu") == "cpu"
-    assert backends.resolve_backend("gpu") == "gpu"
-    with pytest.raises(ConfigError, match="unknown backend"):
-        backends.resolve_backend("tpu")
-
-
-def test_gpu_modules_import_without_cuda():
-    code = ("import sys, biglda, biglda.samplers.cgs_gpu, biglda.samplers.lightlda_gpu; "
-            "print([m for m in ('cupy', 'numba.cuda') if m in sys.modules])")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=env).stdout.strip()
-    assert out == "[]"
-
-
 def test_array_delta_matches_the_cpu_delta():
     # sweep_delta_xp is what runs on CuPy arrays; NumPy here, the CPU kernel is the oracle.
     from biglda.samplers._gpu_common import sweep_delta_xp
