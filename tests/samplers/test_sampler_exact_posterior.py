@@ -46,16 +46,23 @@ def _check(visits, p):
     assert pvalue > 1e-3, f"chi2={stat:.1f} on {len(obs) - 1} dof, p={pvalue:.2e}"
 
 
-def test_exact_posterior_k2(sampler, tiny_docs):
+def _samples(case, n: int) -> int:
+    # GPU cases afford fewer sweeps (the simulator is slow, a device sweep costs ms); at the
+    # smallest budget the 32 states of the K = 2 test still get ~10 visits each, and the
+    # LightLDA variant whose tables included the tokens being swept failed at p < 1e-4.
+    return max(300, int(n * case.budget))
+
+
+def test_exact_posterior_k2(sampler_case, exact_sampler, tiny_docs):
     tokens, doc_ptr, n_words, n_topics = tiny_docs
     alpha, beta = 0.5, 0.3
     p = exact_posterior(tokens, doc_ptr, n_words, n_topics, alpha, beta)
-    visits = _visits(sampler, tokens, doc_ptr, n_words, n_topics, alpha, beta,
-                     n_samples=8000, thin=3, seed=20)
+    visits = _visits(exact_sampler, tokens, doc_ptr, n_words, n_topics, alpha, beta,
+                     n_samples=_samples(sampler_case, 8000), thin=3, seed=20)
     _check(visits, p)
 
 
-def test_exact_posterior_k3_asymmetric(sampler, tiny_docs):
+def test_exact_posterior_k3_asymmetric(sampler_case, exact_sampler, tiny_docs):
     # Asymmetric alpha exercises LightLDA's alias-sampled prior part of the doc proposal;
     # n_words is the global V (larger than the cached rows), as on a worker.
     tokens, doc_ptr, n_words, _ = tiny_docs
@@ -63,8 +70,8 @@ def test_exact_posterior_k3_asymmetric(sampler, tiny_docs):
     alpha = np.array([0.2, 0.7, 1.5])
     beta, global_v = 0.2, n_words + 2
     p = exact_posterior(tokens, doc_ptr, global_v, n_topics, alpha, beta)
-    visits = _visits(sampler, tokens, doc_ptr, global_v, n_topics, alpha, beta,
-                     n_samples=12000, thin=3, seed=21)
+    visits = _visits(exact_sampler, tokens, doc_ptr, global_v, n_topics, alpha, beta,
+                     n_samples=_samples(sampler_case, 12000), thin=3, seed=21)
     _check(visits, p)
 
 
