@@ -23,6 +23,9 @@ from biglda.errors import ConfigError
 from biglda.samplers._gpu_common import GPUSampler, compile_kernels
 from biglda.samplers.registry import register_sampler
 
+#: entries of the scratch block of rows LightLDA's table build works through at a time
+_ROWS_BUDGET = 1 << 24
+
 if TYPE_CHECKING:  # bound by compile_kernels when the kernel first compiles
     from numba import cuda
 
@@ -83,17 +86,33 @@ class LightLDAGPUSampler(GPUSampler):
         n_rows = int(rows.shape[0])
         # Proposal tables from the counts without the tokens about to be swept (part_pos):
         # they then depend only on tokens this part does not resample, and stay fixed.
-        snap = n_wk[rows]  # the part's rows only: U x K, not the whole cache
-        n_k_rest = n_k.copy()
-        if part_pos.shape[0]:
-            threads = 1 if self.simulator else 128
-            self._k.shared._move_counts[self._grid(int(part_pos.shape[0]), threads), threads](
-                part_pos, table_row, d["z"], snap, n_k_rest, -1)
+        # The part's own counts, as unique (table row, topic) keys:
+        z_part = d["z"][part_pos].astype(np.int64)
+        own_keys, own_counts = _unique_counts(xp, table_row[part_pos].astype(np.int64)
+                                              * n_topics + z_part)
+        n_k_rest = n_k - xp.bincount(z_part, minlength=n_topics)
         coef0 = 1.0 / (n_k_rest.astype(np.float64) + v_beta)
-        nz_rows, cols = xp.nonzero(snap)  # over the part's U rows, not V_cache x K
+        # The non-zeros of the part's rows minus its own counts, as a CSR sorted by topic
+        # within each row, built a block of rows at a time: never a copy of the cached
+        # rows, never more than _ROWS_BUDGET entries of scratch.
+        nz_rows, cols, w_count = [], [], []
+        block = max(1, _ROWS_BUDGET // n_topics)
+        for lo in range(0, n_rows, block):
+            hi = min(n_rows, lo + block)
+            sub = n_wk[rows[lo:hi]]
+            mine = (own_keys >= lo * n_topics) & (own_keys < hi * n_topics)
+            sub.reshape(-1)[own_keys[mine] - lo * n_topics] -= own_counts[mine].astype(
+                np.int32)  # unique keys: no lost subtraction
+            r, c = xp.nonzero(sub)
+            nz_rows.append(r + lo)
+            cols.append(c)
+            w_count.append(sub[r, c])
+        nz_rows = xp.concatenate(nz_rows) if nz_rows else xp.zeros(0, dtype=np.int64)
+        cols = xp.concatenate(cols) if cols else xp.zeros(0, dtype=np.int64)
+        w_count = (xp.concatenate(w_count) if w_count else xp.zeros(0)).astype(np.int32)
         n_nz = int(nz_rows.shape[0])
         w_ptr = xp.searchsorted(nz_rows, xp.arange(n_rows + 1), side="left").astype(np.int64)
-        w_weight = snap[nz_rows, cols].astype(np.float64) * coef0[cols]
+        w_weight = w_count.astype(np.float64) * coef0[cols]
         w_mass = xp.bincount(nz_rows, weights=w_weight, minlength=n_rows).astype(np.float64)
         b_weight = beta * coef0
         a_sum = float(alpha.sum())
@@ -108,7 +127,7 @@ class LightLDAGPUSampler(GPUSampler):
         self._k.shared._build_alias_rows[self._grid(n_rows + 2, threads), threads](
             row_ptr, weights, thr, alias, xp.empty(m, dtype=np.float64),
             xp.empty(m, dtype=np.int32), xp.empty(m, dtype=np.int32))
-        return {"snap": snap, "table_row": table_row, "coef0": coef0, "w_ptr": w_ptr,
+        return {"w_count": w_count, "table_row": table_row, "coef0": coef0, "w_ptr": w_ptr,
                 "w_topic": cols.astype(np.int32), "w_mass": w_mass, "thr": thr,
                 "alias": alias, "b_lo": n_nz, "b_mass": float(b_weight.sum()),
                 "a_lo": n_nz + n_topics, "a_sum": a_sum, "symmetric": symmetric,
@@ -125,7 +144,7 @@ class LightLDAGPUSampler(GPUSampler):
         threads = self._threads()
         k._lightlda_kernel[self._grid(n, threads), threads](
             d["tokens"], perm, d["doc_of"], d["doc_ptr"], d["z"], d["n_wk"], d["n_k"], n_dk,
-            alpha, beta, v_beta, st["table_row"], st["snap"], st["coef0"], st["w_ptr"],
+            alpha, beta, v_beta, st["table_row"], st["w_count"], st["coef0"], st["w_ptr"],
             st["w_topic"], st["w_mass"], st["thr"], st["alias"], st["b_lo"], st["b_mass"], st["a_lo"],
             st["a_sum"], st["symmetric"], self.mh_steps, pos_lo, pos_hi, d_lo, keys[0],
             keys[1], st["stats"])
@@ -147,27 +166,55 @@ class LightLDAGPUSampler(GPUSampler):
 
 def kernels():
     """This module's compiled kernels, plus ``shared`` (imports numba.cuda on first use)."""
-    return compile_kernels(globals(), ("_lightlda_kernel",))
+    return compile_kernels(globals(), ("_lightlda_kernel",), device=("_row_count",))
+
+
+def _unique_counts(xp, keys):
+    """``(unique keys, their counts)`` of an int64 array, with array ops (CuPy on a device)."""
+    if keys.shape[0] == 0:
+        return keys, xp.zeros(0, dtype=np.int64)
+    keys = xp.sort(keys)
+    last = xp.nonzero(xp.concatenate([keys[1:] != keys[:-1], xp.ones(1, dtype=bool)]))[0]
+    return keys[last], xp.diff(xp.concatenate([xp.full(1, -1, dtype=np.int64), last]))
 
 
 # --------------------------------------------------------------------------- the kernel
 # Plain Python, compiled by numba-cuda on first use (compile_kernels): cuda and the shared
 # device functions are bound in this module's globals then.
+def _row_count(w_topic, w_count, lo, n, k):
+    """The count of topic ``k`` in the sparse table row ``[lo, lo + n)`` (0 if absent).
+
+    ``w_topic`` is sorted within each row: a binary search, O(log nnz).
+    """
+    a = lo
+    b = lo + n
+    while a < b:
+        m = (a + b) // 2
+        if w_topic[m] < k:
+            a = m + 1
+        else:
+            b = m
+    if a < lo + n and w_topic[a] == k:
+        return w_count[a]
+    return 0
+
+
 def _lightlda_kernel(tokens, perm, doc_of, doc_ptr, z, n_wk, n_k, n_dk, alpha, beta, v_beta,
-                     table_row, snap_wk, coef0, w_ptr, w_topic, w_mass, thr, alias, b_lo, b_mass,
+                     table_row, w_count, coef0, w_ptr, w_topic, w_mass, thr, alias, b_lo, b_mass,
                      a_lo, a_sum, symmetric, mh_steps, pos_lo, pos_hi, d_lo, k0, k1, stats):
     """LightLDA cycle-proposal MH over positions ``perm[pos_lo:pos_hi]``, a thread per token.
 
     tokens int32 [N], perm int64 [N] (word-major), doc_of int32 [N], doc_ptr int64 [D+1],
     z uint16/int32 [N], n_wk int32 [V, K], n_k int64 [K], n_dk int32 [D_chunk, K],
     alpha float64 [K]; table_row int32 [N] maps a position to its word's table (a row of
-    the part's U distinct words); snap_wk int32 [U, K] / coef0 float64 [K] are those rows
-    of ``n_wk`` and 1/(n_k + V beta) *without the tokens being swept* (see below); w_ptr
-    int64 [U+1], w_topic int32 [M] and w_mass float64 [U] describe the sparse word tables; thr uint32 / alias int32 hold all
+    the part's U distinct words); w_ptr int64 [U+1], w_topic int32 [M] (sorted
+    within a row), w_count int32 [M] and w_mass float64 [U] are those rows of ``n_wk``
+    *without the tokens being swept* (see below) as a CSR of their non-zeros, coef0
+    float64 [K] is 1/(n_k + V beta) without them; thr uint32 / alias int32 hold all
     alias tables (word rows, then the dense beta row at ``b_lo``, then alpha at ``a_lo``);
     stats int64 [2] receives (accepted, proposed).
 
-    Word proposal q_w(k) ∝ (snap_wk[table_row[i], k] + beta) coef0[k]: with probability
+    Word proposal q_w(k) ∝ (count of k in the word's row + beta) coef0[k]: with probability
     w_mass / (w_mass + b_mass) from the word's alias over its non-zeros, else from the
     shared dense beta table. The tables are built from the counts of every token *except*
     those of the documents being swept (the sampler sweeps even, then odd documents, as
@@ -198,7 +245,7 @@ def _lightlda_kernel(tokens, perm, doc_of, doc_ptr, z, n_wk, n_k, n_dk, alpha, b
         s0 = np.int64(z[i])
         s = s0
         p_s = ((n_dk[d, s] - 1 + alpha[s]) * (n_wk[w, s] - 1 + beta) / (n_k[s] - 1 + v_beta))
-        wt = table_row[i]  # the word's table and snapshot row
+        wt = table_row[i]  # the row of the word's table
         mass = w_mass[wt]
         wl = w_ptr[wt]
         wn = w_ptr[wt + 1] - wl
@@ -215,8 +262,8 @@ def _lightlda_kernel(tokens, perm, doc_of, doc_ptr, z, n_wk, n_k, n_dk, alpha, b
                 own = 1 if t == s0 else 0
                 p_t = ((n_dk[d, t] - own + alpha[t]) * (n_wk[w, t] - own + beta)
                        / (n_k[t] - own + v_beta))
-                q_s = (snap_wk[wt, s] + beta) * coef0[s]
-                q_t = (snap_wk[wt, t] + beta) * coef0[t]
+                q_s = (_row_count(w_topic, w_count, wl, wn, s) + beta) * coef0[s]
+                q_t = (_row_count(w_topic, w_count, wl, wn, t) + beta) * coef0[t]
                 if _rand_unit(k0, k1, i, c) * p_s * q_t < p_t * q_s:
                     s = t
                     p_s = p_t

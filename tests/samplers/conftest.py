@@ -66,9 +66,10 @@ def _gpu_cases() -> list:
         return [pytest.param(SamplerCase(alg, "gpu", {}, "sim", {**exact, **one_lane[alg]},
                                          budget=0.04, small=True),
                              id=f"{alg}-gpu-sim") for alg in ("cgs", "lightlda")]
-    # a 5-token sweep costs milliseconds on a device (launches, transfers): a quarter of
-    # the CPU chain keeps each exact-posterior test near 20 s on one H100
-    return [pytest.param(SamplerCase(alg, "gpu", {}, "gpu", exact, budget=0.25),
+    # a 5-token sweep costs a few ms on a device (launches, transfers, ~4 ms measured on an
+    # H100): 15% of the CPU chain (1,200 / 1,800 samples, thin 3) keeps each
+    # exact-posterior test near 20 s
+    return [pytest.param(SamplerCase(alg, "gpu", {}, "gpu", exact, budget=0.15),
                          id=f"{alg}-gpu", marks=pytest.mark.gpu)
             for alg in ("cgs", "lightlda")]
 
