@@ -20,17 +20,33 @@ from biglda.samplers import RandomKey, count_from_z, init_z
 def _visits(sampler, tokens, doc_ptr, n_words, n_topics, alpha, beta, n_samples, thin, seed):
     z = init_z(len(tokens), n_topics, RandomKey(seed, -1))
     n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    if hasattr(sampler, "load"):
+        # a GPU sampler: the shard stays on the device between sweeps (what a GPU worker
+        # does; test_gpu_samplers checks it is the chain sweep() runs), z read per sample
+        shard = sampler.load(tokens, doc_ptr, z, n_wk, n_k)
+
+        def sweep(it):
+            sampler.sweep_shard(shard, alpha, beta, n_words, RandomKey(seed, it))
+
+        def state():
+            return shard.z_host()
+    else:
+        def sweep(it):
+            sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
+                          RandomKey(seed, it))
+
+        def state():
+            return z
     visits = np.zeros(n_topics ** len(tokens), dtype=np.int64)
     it = 0
     for _ in range(50):  # burn-in
         it += 1
-        sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, RandomKey(seed, it))
+        sweep(it)
     for _ in range(n_samples):
         for _ in range(thin):
             it += 1
-            sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
-                          RandomKey(seed, it))
-        visits[state_index(z, n_topics)] += 1
+            sweep(it)
+        visits[state_index(state(), n_topics)] += 1
     return visits
 
 
