@@ -220,7 +220,8 @@ def docs_from_sparse(x: Any, n_words: int, id_map: np.ndarray | None = None) -> 
 
 def docs_from_texts(texts: Iterable[str], tokenizer_settings: dict,
                     model_vocab: np.ndarray) -> Docs:
-    """Tokenize raw texts like the training corpus was tokenized, then map to model ids."""
+    """Tokenize raw texts like the training corpus was tokenized (a document given as a
+    list of words is taken as it is), then map to model ids."""
     from biglda.corpus import Tokenizer
 
     tokenizer = Tokenizer.from_settings(dict(tokenizer_settings or {}))
@@ -229,9 +230,14 @@ def docs_from_texts(texts: Iterable[str], tokenizer_settings: dict,
     doc_ptr = [0]
     n_unknown = 0
     for text in texts:
-        if not isinstance(text, str):
-            raise InputError(f"expected documents as strings, got {type(text).__name__}")
-        for word in tokenizer.tokenize(text):
+        if isinstance(text, str):
+            words = tokenizer.tokenize(text)
+        elif isinstance(text, list | tuple) and all(isinstance(w, str) for w in text):
+            words = text  # pre-tokenized: the words as given
+        else:
+            raise InputError("expected documents as strings or lists of words, got "
+                             f"{type(text).__name__}")
+        for word in words:
             i = index.get(word)
             if i is None:
                 n_unknown += 1
