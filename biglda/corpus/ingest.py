@@ -80,6 +80,7 @@ class IngestStats:
     input_tokens: int = 0
     input_words: int = 0
     dropped_docs: int = 0
+    unknown_tokens: int = 0  # with a fixed vocabulary: input tokens of words outside it
     jobs: int = 1
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -368,6 +369,7 @@ def ingest(
     jobs: int | None = None,
     block_bytes: int = BLOCK_BYTES,
     tmp_dir: str | None = None,
+    vocabulary: Iterable[str] | None = None,
 ) -> IngestStats:
     """Build a ``corpus.zarr`` at ``out`` from text or UCI bag-of-words inputs.
 
@@ -400,6 +402,11 @@ def ingest(
         Raw input block size.
     tmp_dir : str, optional
         Where to spill pass-1 output (default: the system temp directory).
+    vocabulary : iterable of str, optional
+        A fixed vocabulary (a model's or a training corpus's, see ``biglda ingest
+        --vocab-from``): only these words are kept, the word filters (``min_df``,
+        ``max_df``, ``max_vocab``, stopwords) do not apply, and the tokens of other words
+        are dropped and counted in ``IngestStats.unknown_tokens``.
 
     Returns
     -------
@@ -474,7 +481,15 @@ def ingest(
             word_count, doc_freq = counts.arrays()
             words = counts.words
             del counts
-            keep = vfilter.keep(words, word_count, doc_freq, stats.input_docs, stop_set)
+            if vocabulary is not None:
+                fixed = set(vocabulary)
+                keep = np.fromiter((w in fixed for w in words), bool, len(words))
+                stats.unknown_tokens = int(word_count[~keep].sum())
+                if not keep.any():
+                    raise InputError(f"none of the {len(words):,} words of the input is in "
+                                     f"the fixed vocabulary ({len(fixed):,} words)")
+            else:
+                keep = vfilter.keep(words, word_count, doc_freq, stats.input_docs, stop_set)
             if not keep.any():
                 raise InputError(
                     f"the vocabulary is empty after filtering ({len(words)} words; "
@@ -515,7 +530,10 @@ def ingest(
             t0 = time.perf_counter()
             attrs = {
                 "tokenizer": tokenizer.settings,
-                "filters": {**vfilter.settings, "stopwords": stop_desc},
+                "filters": ({**vfilter.settings, "stopwords": stop_desc} if vocabulary is None
+                            else {"vocabulary": "fixed",
+                                  "min_doc_length": vfilter.min_doc_length,
+                                  "unknown_tokens": stats.unknown_tokens}),
                 "source": {
                     "inputs": [os.path.abspath(s.path) for s in sources],
                     "format": sorted({s.fmt for s in sources}),

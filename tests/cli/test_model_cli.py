@@ -76,17 +76,75 @@ def test_infer_npy_and_csv(paths, capsys):
     assert lines[1].split(",")[0] == "1"  # line-number ids (blank lines skipped)
 
 
-def test_evaluate_prints_and_stores(paths, capsys):
-    code, out, _ = _run(capsys, "evaluate", paths["model"], "--test", paths["test"], "--json")
+def test_evaluate_reads_only_unless_saved(paths, capsys, tmp_path):
+    import shutil
+
+    model = str(tmp_path / "m.zarr")
+    shutil.copytree(paths["model"], model)
+    before = biglda.load(model).attrs
+    code, out, _ = _run(capsys, "evaluate", model, "--test", paths["test"], "--json")
     res = json.loads(out)
     assert code == 0 and res["heldout_unknown_tokens"] == 7
     assert -6 < res["heldout_loglik_per_token"] < -3 and res["perplexity"] > 1
     assert -1 <= res["npmi"] <= 1 and 0 < res["diversity"] <= 1
-    stored = biglda.load(paths["model"]).attrs["evaluation"]
-    assert stored["perplexity"] == pytest.approx(res["perplexity"])
-    code, out, _ = _run(capsys, "evaluate", paths["model"], "--test", paths["test"],
-                        "--window", "10")
-    assert code == 0 and "perplexity" in out and "windows of 10" in out
+    assert len(res["npmi_per_topic"]) == SPEC.n_topics
+    assert biglda.load(model).attrs == before  # evaluate reads
+    code, out, _ = _run(capsys, "evaluate", model, "--test", paths["test"], "--window", "10",
+                        "--save")
+    assert code == 0 and "perplexity" in out and "windows of 10" in out and "saved in" in out
+    other = str(tmp_path / "other.zarr")
+    shutil.copytree(paths["test"], other)
+    assert _run(capsys, "evaluate", model, "--test", other, "--save")[0] == 0
+    stored = biglda.load(model).attrs
+    assert list(stored["evaluations"]) == [paths["test"], other]  # keyed by test set
+    assert stored["evaluations"][paths["test"]]["coherence_window"] == 10
+    assert stored["evaluation"]["test_corpus"] == other
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    out = capsys.readouterr().out
+    assert "--save" in out and "Only reads the model unless --save" in " ".join(out.split())
+
+
+def test_evaluate_warns_about_unknown_tokens(paths, capsys, tmp_path):
+    # A test set whose words are mostly unknown to the model (as KJV is to a Linux model).
+    tokens = np.arange(40, dtype=np.int32) % 8
+    test = str(tmp_path / "foreign.zarr")
+    write_corpus(test, tokens, np.arange(0, 41, 10), ["w0"] + [f"x{i}" for i in range(7)])
+    code, out, err = _run(capsys, "evaluate", paths["model"], "--test", test)
+    assert code == 0 and "87.5% of the held-out tokens (35 of 40)" in err
+    assert err.startswith("biglda: warning:") and err.count("\n") == 1
+    code, _, err = _run(capsys, "evaluate", paths["model"], "--test", paths["test"])
+    assert code == 0 and err == ""  # 7 unknown tokens of thousands: no warning
+
+
+def test_split_then_vocab_from(paths, capsys, tmp_path):
+    from biglda.corpus import Corpus
+
+    train, test = str(tmp_path / "train.zarr"), str(tmp_path / "test.zarr")
+    argv = ["split", paths["test"], "--train", train, "--test", test, "--test-fraction", "0.3",
+            "--seed", "4"]
+    code, out, _ = _run(capsys, *argv)
+    src, tr, te = Corpus.open(paths["test"]), Corpus.open(train), Corpus.open(test)
+    assert code == 0 and tr.n_docs + te.n_docs == src.n_docs and 0 < te.n_docs < src.n_docs
+    assert tr.n_tokens + te.n_tokens == src.n_tokens
+    assert sorted(tr.doc_ids.tolist() + te.doc_ids.tolist()) == sorted(src.doc_ids.tolist())
+    first = te.doc_ids.tolist()
+    code, _, err = _run(capsys, *argv)  # outputs exist: refused, nothing touched
+    assert code != 0 and "already exists" in err
+    assert _run(capsys, *argv, "--overwrite")[0] == 0
+    assert Corpus.open(test).doc_ids.tolist() == first  # seeded
+    # --vocab-from: new text gets exactly the model's words; the rest is dropped and counted
+    text = tmp_path / "new.txt"
+    text.write_text("w1 w2 unknownword w3\nw1 foo bar\n")
+    out_corpus = str(tmp_path / "new.zarr")
+    code, out, _ = _run(capsys, "ingest", str(text), "--out", out_corpus, "--vocab-from",
+                        paths["model"])
+    c = Corpus.open(out_corpus)
+    assert code == 0 and c.n_tokens == 4 and set(c.vocab.tolist()) == {"w1", "w2", "w3"}
+    assert "3 input tokens (42.9%) of words outside it dropped" in out
+    code, _, err = _run(capsys, "ingest", str(text), "--out", str(tmp_path / "x.zarr"),
+                        "--vocab-from", str(tmp_path / "nothing.zarr"))
+    assert code != 0 and err.count("\n") == 1 and "neither a biglda corpus nor a model" in err
 
 
 def test_export_formats(paths, capsys):
