@@ -511,6 +511,20 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_export)
 
 
+def _check_writable_dir(out: str) -> None:
+    """Create the folder of a local output ``out`` and check that it can be written, before
+    any work starts (URLs are left to the writer)."""
+    if "://" in out:
+        return
+    folder = os.path.dirname(os.path.abspath(out))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BigLDAError(f"cannot write {out}: Permission denied")
+
+
 def _check_positive(name: str, value: int) -> None:
     if value < 1:
         raise BigLDAError(f"{name} must be at least 1, got {value}")
@@ -675,9 +689,10 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
                     "opens offline (no server, no CDN).")
     p.add_argument("model", metavar="MODEL", help="model.zarr written by biglda train")
     p.add_argument("-o", "--out", default="report.html",
-                   help="HTML file to write (default: report.html)")
+                   help="HTML file to write (default: report.html; folders are created)")
     p.add_argument("--top-n", type=int, default=15, metavar="N",
                    help="words shown per topic (default: 15)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=_cmd_report)
 
 
@@ -687,9 +702,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     if args.top_n < 1:
         raise BigLDAError(f"--top-n must be >= 1, got {args.top_n}")
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(out_dir):
-        raise BigLDAError(f"{args.out}: directory {out_dir} does not exist")
+    from biglda.errors import OutputExistsError
+
+    if os.path.exists(args.out) and not args.overwrite:
+        raise OutputExistsError(f"output {args.out} already exists (use --overwrite to "
+                                "replace it)")
+    _check_writable_dir(args.out)
     # The report lives in the dashboards package, which biglda never imports directly.
     found = entry_points(group="biglda.reports", name="html")
     if not found:
