@@ -60,7 +60,7 @@ from biglda.corpus.storage import atomic_output, exists
 from biglda.corpus.store import CorpusWriter, unique_sorted
 from biglda.corpus.tokenizer import DEFAULT_TOKEN_PATTERN, Tokenizer, load_stopwords
 from biglda.corpus.vocab import DEFAULT_MIN_DF, VocabFilter, frequency_order
-from biglda.errors import ConfigError, InputError, OutputExistsError
+from biglda.errors import BigLDAError, ConfigError, InputError, OutputExistsError
 
 log = logging.getLogger(__name__)
 
@@ -320,6 +320,20 @@ def _kept_lengths(tokens_keep: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return cs[ends] - cs[ends - lengths]
 
 
+def _check_writable(out: str) -> None:
+    """Fail before any work when a local ``out`` cannot be written (its folder is made)."""
+    if "://" in out and not out.startswith("file://"):
+        return  # remote stores: the first write says
+    path = out.removeprefix("file://")
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BigLDAError(f"cannot write {out}: Permission denied")
+
+
 def _resolve_jobs(jobs: int | None, sources: list[Source]) -> int:
     """Tokenizing processes: ``jobs`` if given, else 1 on small inputs or <= 2 cores.
 
@@ -427,6 +441,7 @@ def ingest(
     if exists(out) and not overwrite:
         raise OutputExistsError(f"output {out} already exists (use --overwrite to replace it)")
     sources = resolve_sources(inputs, format)
+    _check_writable(out)
     is_uci = sources[0].fmt == "uci"
     raw = pretokenized or is_uci
     vfilter = VocabFilter(
@@ -543,19 +558,24 @@ def ingest(
                     "dropped_docs": stats.dropped_docs,
                 },
             }
-            with atomic_output(out, overwrite=overwrite) as tmp:
-                writer = CorpusWriter(tmp, n_docs=n_docs, n_tokens=n_tokens, vocab=vocab,
-                                      word_count=word_count[order], doc_freq=doc_freq[order],
-                                      attrs=attrs, chunk_tokens=chunk_tokens)
-                for tokens, lengths, doc_ids in spill.read():
-                    new = remap[tokens]
-                    tk = new >= 0
-                    kl = _kept_lengths(tk, lengths)
-                    doc_keep = kl >= vfilter.min_doc_length
-                    sel = tk & np.repeat(doc_keep, lengths)
-                    ids = [d for d, k in zip(doc_ids, doc_keep.tolist(), strict=True) if k]
-                    writer.append_docs(new[sel], kl[doc_keep], ids)
-                writer.close()
+            try:
+                with atomic_output(out, overwrite=overwrite) as tmp:
+                    writer = CorpusWriter(tmp, n_docs=n_docs, n_tokens=n_tokens, vocab=vocab,
+                                          word_count=word_count[order],
+                                          doc_freq=doc_freq[order], attrs=attrs,
+                                          chunk_tokens=chunk_tokens)
+                    for tokens, lengths, doc_ids in spill.read():
+                        new = remap[tokens]
+                        tk = new >= 0
+                        kl = _kept_lengths(tk, lengths)
+                        doc_keep = kl >= vfilter.min_doc_length
+                        sel = tk & np.repeat(doc_keep, lengths)
+                        ids = [d for d, k in zip(doc_ids, doc_keep.tolist(), strict=True) if k]
+                        writer.append_docs(new[sel], kl[doc_keep], ids)
+                    writer.close()
+            except OSError as exc:  # full disk, lost permission...: atomic_output cleaned up
+                raise BigLDAError(f"cannot write {out}: "
+                                  f"{exc.strerror or type(exc).__name__}") from None
             stats.seconds["write"] = time.perf_counter() - t0
         finally:
             spill.close()
