@@ -501,10 +501,20 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_evaluate)
 
-    p = sub.add_parser("export", help="export top words, doc-topic mixtures or pyLDAvis data")
+    p = sub.add_parser(
+        "export", help="export top words, the topic-word or doc-topic matrix, or pyLDAvis",
+        description="csv: --what top-words (default), topic-word (one row per word, a column "
+                    "per topic: p(word | topic)) or doc-topic (one row per training document "
+                    "with its id). parquet and npy: doc-topic (default) or topic-word; parquet "
+                    "needs pyarrow (pip install 'biglda[parquet]'). json: top words. pyldavis: "
+                    "pyLDAvis's prepared data, plus a self-contained HTML page when pyLDAvis is "
+                    "installed (pip install 'biglda[viz]').")
     p.add_argument("model", help="model.zarr path or URL")
     p.add_argument("--format", required=True, dest="export_format",
                    choices=["csv", "json", "npy", "parquet", "pyldavis"])
+    p.add_argument("--what", default=None, choices=["top-words", "topic-word", "doc-topic"],
+                   help="which table (default: top-words for csv/json, doc-topic for "
+                        "npy/parquet)")
     p.add_argument("--out", required=True, metavar="PATH")
     p.add_argument("--top", type=int, default=10, metavar="N", help="words per topic (csv, json)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
@@ -533,18 +543,33 @@ def _check_positive(name: str, value: int) -> None:
 def _cmd_topics(args: argparse.Namespace) -> int:
     import json
 
+    import numpy as np
+
     from biglda.model import load
 
     _check_positive("--top", args.top)
     model = load(args.model)
     rows = model.topics(args.top)
+    for r in rows:
+        r["alpha"] = float(model.alpha[r["topic"]])
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
+    alpha = model.alpha
+    symmetric = bool(np.allclose(alpha, alpha[0]))
     print(f"{model.n_topics} topics, {model.n_words} words, {model.n_docs} documents, "
-          f"{model.n_tokens} tokens")
+          f"{model.n_tokens} tokens; alpha "
+          + (f"{alpha[0]:.4g} (symmetric)" if symmetric else
+             f"asymmetric (learned: min {alpha.min():.4g}, max {alpha.max():.4g}, "
+             f"sum {alpha.sum():.4g})") + f", beta {model.beta:.4g}")
+    if symmetric:
+        for r in rows:
+            print(f"{r['topic']:>4} {100 * r['share']:6.2f}%  {' '.join(r['words'])}")
+        return 0
+    print("topic   share   alpha  top words")
     for r in rows:
-        print(f"{r['topic']:>4} {100 * r['share']:6.2f}%  {' '.join(r['words'])}")
+        print(f"{r['topic']:>5} {100 * r['share']:6.2f}%  {alpha[r['topic']]:6.4g}  "
+              f"{' '.join(r['words'])}")
     return 0
 
 
@@ -671,7 +696,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     _check_positive("--top", args.top)
     model = load(args.model)
     written = export_model(model, args.export_format, args.out, top_n=args.top,
-                           overwrite=args.overwrite)
+                           overwrite=args.overwrite, what=args.what)
     for path in written:
         print(f"wrote {path}")
     return 0

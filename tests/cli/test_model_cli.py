@@ -173,3 +173,45 @@ def test_bad_input_is_one_line(paths, capsys, argv, message):
     code, _, err = _run(capsys, *argv)
     assert code != 0
     assert err.count("\n") == 1 and err.startswith("biglda: error:") and message in err
+
+
+def test_topics_show_learned_alpha(tmp_path, capsys):
+    n_wk = np.array([[8, 0, 1], [6, 1, 0], [0, 9, 0], [1, 7, 0], [0, 0, 5], [0, 1, 6]])
+    url = str(tmp_path / "asym.zarr")
+    save_model(url, n_wk=n_wk, n_dk=np.array([[10, 1, 0], [5, 0, 0]]),
+               vocab=np.array(["apple", "pear", "car", "bus", "sun", "rain"]),
+               doc_ids=np.arange(2), alpha=np.array([0.05, 0.5, 0.25]), beta=0.01, attrs={})
+    code, out, _ = _run(capsys, "topics", url, "--top", "2")
+    lines = out.splitlines()
+    assert code == 0 and "alpha asymmetric (learned: min 0.05, max 0.5, sum 0.8)" in lines[0]
+    assert lines[1].split()[:3] == ["topic", "share", "alpha"]
+    assert lines[3].split()[2] == "0.5"  # topic 1's alpha
+    code, out, _ = _run(capsys, "topics", url, "--json")
+    assert [r["alpha"] for r in json.loads(out)] == [0.05, 0.5, 0.25]
+
+
+def test_export_matrices_from_the_cli(paths, capsys, tmp_path):
+    out = tmp_path / "tw.csv"
+    code, _, _ = _run(capsys, "export", paths["model"], "--format", "csv", "--what",
+                      "topic-word", "--out", str(out))
+    lines = out.read_text().splitlines()
+    assert code == 0 and lines[0].startswith("word,topic_0") and len(lines) == 1 + 150
+    out = tmp_path / "sub" / "dt.csv"  # folders are made
+    code, _, _ = _run(capsys, "export", paths["model"], "--format", "csv", "--what",
+                      "doc-topic", "--out", str(out))
+    lines = out.read_text().splitlines()
+    assert code == 0 and lines[0].startswith("doc_id,topic_0") and len(lines) == 1 + 300
+    code, _, err = _run(capsys, "export", paths["model"], "--format", "json", "--what",
+                        "doc-topic", "--out", str(tmp_path / "x.json"))
+    assert code != 0 and err.count("\n") == 1 and "does not hold" in err
+
+
+def test_parquet_without_pyarrow_is_one_line(paths, capsys, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    out = tmp_path / "dt.parquet"
+    code, _, err = _run(capsys, "export", paths["model"], "--format", "parquet", "--out",
+                        str(out))
+    assert code != 0 and err.count("\n") == 1 and "pip install 'biglda[parquet]'" in err
+    assert not out.exists()
