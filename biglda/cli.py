@@ -822,10 +822,17 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- entry point
 
 
+def _version() -> str:
+    from biglda import __version__
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="biglda", description="Distributed LDA topic modeling on Dask."
     )
+    parser.add_argument("--version", action="version", version=f"biglda {_version()}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

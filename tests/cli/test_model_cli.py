@@ -215,3 +215,23 @@ def test_parquet_without_pyarrow_is_one_line(paths, capsys, tmp_path, monkeypatc
                         str(out))
     assert code != 0 and err.count("\n") == 1 and "pip install 'biglda[parquet]'" in err
     assert not out.exists()
+
+
+def test_version_dir_and_help_show_the_api_and_keep_the_import_cheap(capsys):
+    import subprocess
+    import sys
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == "biglda 0.1.0"
+    code = ("import sys, pydoc, biglda\n"
+            "print(sorted(n for n in dir(biglda) if not n.startswith('_')))\n"
+            "print(sorted({'distributed', 'numba', 'sklearn'} & set(sys.modules)))\n"
+            "text = pydoc.render_doc(biglda, renderer=pydoc.plaintext)\n"
+            "print(all(n in text for n in ('train(', 'load(', 'TopicModel', 'LDA(', 'Corpus'))"
+            ")\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.splitlines()
+    assert out[0] == str(["BigLDAError", "Corpus", "LDA", "TopicModel", "load", "train"])
+    assert out[1] == "[]"  # import and dir() load nothing heavy (help() may: it documents)
+    assert out[2] == "True"
