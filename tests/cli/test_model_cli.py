@@ -235,3 +235,28 @@ def test_version_dir_and_help_show_the_api_and_keep_the_import_cheap(capsys):
     assert out[0] == str(["BigLDAError", "Corpus", "LDA", "TopicModel", "load", "train"])
     assert out[1] == "[]"  # import and dir() load nothing heavy (help() may: it documents)
     assert out[2] == "True"
+
+
+def test_split_refuses_bad_fraction(paths, capsys, tmp_path):
+    code, _, err = _run(capsys, "split", paths["test"], "--train", str(tmp_path / "a.zarr"),
+                        "--test", str(tmp_path / "b.zarr"), "--test-fraction", "1.5")
+    assert code == 2 and err == "biglda: error: test_fraction must lie in (0, 1), got 1.5\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_row_of_docs_errors_is_tested():
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    files = {"C": "tests/cli/test_corpus_cli.py", "M": "tests/cli/test_model_cli.py",
+             "R": "tests/dashboards/test_report.py"}
+    rows = [line for line in (root / "docs/errors.md").read_text().splitlines()
+            if line.startswith("| ") and not line.startswith(("| mistake", "| ---"))]
+    assert len(rows) >= 15
+    for row in rows:
+        cell = row.rstrip(" |").rsplit("|", 1)[-1].strip()
+        key, names = cell.split(" ", 1)
+        source = (root / files[key]).read_text()
+        for name in re.findall(r"`(test_\w+)`", names):
+            assert f"def {name}(" in source, f"docs/errors.md names {name}, not in {files[key]}"
