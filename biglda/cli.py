@@ -43,8 +43,13 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
                    help=r"regex of a token (default (?u)\b\w\w+\b: 2+ word characters)")
     p.add_argument("--pretokenized", action="store_true",
                    help="tokens are whitespace-separated; kept as given, no default filters")
-    p.add_argument("--stopwords", default=None, metavar="english|none|FILE",
-                   help="stopword list (default english; none with --pretokenized/UCI)")
+    p.add_argument("--stopwords", action="append", default=None, metavar="english|none|FILE",
+                   help="stopword list (default english; none with --pretokenized/UCI); "
+                        "repeat to combine lists: --stopwords english --stopwords extra.txt")
+    p.add_argument("--ngrams", type=int, default=1, metavar="N",
+                   help="also count 2..N-word sequences as words, joined by a space (like "
+                        "scikit-learn's ngram_range=(1, N)); --min-df keeps the frequent "
+                        "ones, and those starting or ending with a stopword go (default 1)")
     p.add_argument("--min-df", type=int, default=None, metavar="N",
                    help="drop words in fewer than N documents (default 5; 1 with "
                         "--pretokenized/UCI)")
@@ -90,20 +95,21 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
     vocabulary = None
     lowercase, pattern = args.lowercase, args.token_pattern or DEFAULT_TOKEN_PATTERN
-    pretokenized = args.pretokenized
+    pretokenized, ngrams = args.pretokenized, args.ngrams
     if args.vocab_from:
         # The source's words and tokenizer: the same text must give the same words.
         vocabulary, tok = _vocab_source(args.vocab_from)
         lowercase = bool(tok.get("lowercase", lowercase))
         pattern = tok.get("token_pattern") or pattern
         pretokenized = bool(tok.get("pretokenized", pretokenized))
+        ngrams = int(tok.get("ngrams", 1))
     stats = ingest(
         args.inputs, args.out, format=args.format, lowercase=lowercase,
         token_pattern=pattern, pretokenized=pretokenized, stopwords=args.stopwords,
         min_df=args.min_df, max_df=args.max_df, max_vocab=args.max_vocab,
         min_doc_length=args.min_doc_length, text_field=args.text_field,
         id_field=args.id_field, overwrite=args.overwrite, chunk_tokens=args.chunk_tokens,
-        jobs=args.jobs, vocabulary=vocabulary,
+        jobs=args.jobs, vocabulary=vocabulary, ngrams=ngrams,
     )
     if not args.quiet:
         seconds = sum(stats.seconds.values())

@@ -107,8 +107,9 @@ class _BlockCounts:
 
 
 @functools.lru_cache(maxsize=8)
-def _tokenizer(lowercase: bool, pattern: str, pretokenized: bool) -> Tokenizer:
-    return Tokenizer(lowercase=lowercase, token_pattern=pattern, pretokenized=pretokenized)
+def _tokenizer(lowercase: bool, pattern: str, pretokenized: bool, ngrams: int = 1) -> Tokenizer:
+    return Tokenizer(lowercase=lowercase, token_pattern=pattern, pretokenized=pretokenized,
+                     ngrams=ngrams)
 
 
 def _doc_freq(ids: np.ndarray, lengths: np.ndarray, n_words: int) -> np.ndarray:
@@ -134,7 +135,7 @@ def _ascii_table(lowercase: bool) -> dict[int, int]:
 _ASCII = {True: _ascii_table(True), False: _ascii_table(False)}
 
 
-def _tokenize_block(block: Block, tok: tuple[bool, str, bool], text_field: str,
+def _tokenize_block(block: Block, tok: tuple[bool, str, bool, int], text_field: str,
                     id_field: str | None) -> _BlockCounts:
     """Parse and tokenize one raw block (runs in a worker process when jobs > 1)."""
     doc_ids, texts = parse_block(block, text_field, id_field)
@@ -144,7 +145,8 @@ def _tokenize_block(block: Block, tok: tuple[bool, str, bool], text_field: str,
     # corpora): translate + split is ~2x faster than re.findall and finds the same
     # maximal runs of word characters, but also the 1-character ones, which the
     # pattern (2+ characters) excludes: they are dropped below, per distinct word.
-    fast = tokenizer.token_pattern == DEFAULT_TOKEN_PATTERN and not tokenizer.pretokenized
+    fast = (tokenizer.token_pattern == DEFAULT_TOKEN_PATTERN and not tokenizer.pretokenized
+            and tokenizer.ngrams == 1)  # n-grams must not span the dropped 1-letter words
     table = _ASCII[tokenizer.lowercase]
     lengths = np.empty(len(texts), dtype=np.int64)
     tokens: list[str] = []
@@ -371,7 +373,7 @@ def ingest(
     lowercase: bool = True,
     token_pattern: str = DEFAULT_TOKEN_PATTERN,
     pretokenized: bool = False,
-    stopwords: str | None = None,
+    stopwords: str | list[str] | None = None,
     min_df: int | None = None,
     max_df: float = 1.0,
     max_vocab: int | None = None,
@@ -384,6 +386,7 @@ def ingest(
     block_bytes: int = BLOCK_BYTES,
     tmp_dir: str | None = None,
     vocabulary: Iterable[str] | None = None,
+    ngrams: int = 1,
 ) -> IngestStats:
     """Build a ``corpus.zarr`` at ``out`` from text or UCI bag-of-words inputs.
 
@@ -398,8 +401,9 @@ def ingest(
     lowercase, token_pattern, pretokenized
         Tokenizer settings (:class:`~biglda.corpus.tokenizer.Tokenizer`).
         ``pretokenized`` also turns the default filters off.
-    stopwords : {"english", "none"} or path, optional
-        Default ``english``; ``none`` for pre-tokenized and UCI input.
+    stopwords : {"english", "none"}, a path, or a list of these, optional
+        Default ``english``; ``none`` for pre-tokenized and UCI input. A list is the
+        union (``["english", "extra.txt"]``).
     min_df, max_df, max_vocab, min_doc_length
         Vocabulary and document filters (:class:`~biglda.corpus.vocab.VocabFilter`);
         ``min_df`` defaults to 5 (1 for pre-tokenized and UCI input).
@@ -421,6 +425,9 @@ def ingest(
         --vocab-from``): only these words are kept, the word filters (``min_df``,
         ``max_df``, ``max_vocab``, stopwords) do not apply, and the tokens of other words
         are dropped and counted in ``IngestStats.unknown_tokens``.
+    ngrams : int
+        Also count the 2..``ngrams``-word sequences as words (scikit-learn's
+        ``ngram_range=(1, ngrams)``; see :class:`~biglda.corpus.tokenizer.Tokenizer`).
 
     Returns
     -------
@@ -447,12 +454,15 @@ def ingest(
     vfilter = VocabFilter(
         min_df=(1 if raw else DEFAULT_MIN_DF) if min_df is None else min_df,
         max_df=max_df, max_vocab=max_vocab, min_doc_length=min_doc_length,
-        stopwords=stopwords or ("none" if raw else "english"),
+        stopwords=(tuple(stopwords) if isinstance(stopwords, list | tuple) else stopwords)
+        or ("none" if raw else "english"),
     )
     stop_set, stop_desc = load_stopwords(vfilter.stopwords)
     tokenizer = Tokenizer(lowercase=lowercase and not pretokenized, token_pattern=token_pattern,
-                          pretokenized=pretokenized)
+                          pretokenized=pretokenized, ngrams=ngrams)
     if is_uci:
+        if ngrams > 1:
+            raise ConfigError("--ngrams needs text: UCI bag-of-words input has no word order")
         tokenizer = Tokenizer(lowercase=False, pretokenized=True)
     n_jobs = _resolve_jobs(jobs, sources)
     stats = IngestStats(out=out, jobs=n_jobs)
@@ -470,7 +480,8 @@ def ingest(
                 results: Iterable[_BlockCounts] = [first, *blocks] if first else []
             else:
                 counts = _Counts()
-                tok = (tokenizer.lowercase, tokenizer.token_pattern, tokenizer.pretokenized)
+                tok = (tokenizer.lowercase, tokenizer.token_pattern, tokenizer.pretokenized,
+                       tokenizer.ngrams)
                 work = functools.partial(_tokenize_block, tok=tok, text_field=text_field,
                                          id_field=id_field)
                 raw_blocks = (b for s in sources for b in iter_blocks(s, block_bytes))

@@ -32,7 +32,7 @@ def split_corpus(url: str, train_url: str, test_url: str, test_fraction: float,
     ...                  np.arange(0, 9, 2), ["a", "b", "c"], overwrite=True)
     >>> split_corpus("memory://doc/s.zarr", "memory://doc/tr.zarr", "memory://doc/te.zarr",
     ...              0.5, seed=1, overwrite=True)
-    (2, 2)
+    (3, 1)
     """
     if not 0 < test_fraction < 1:
         raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")

@@ -278,3 +278,35 @@ def test_full_disk_on_a_real_tiny_filesystem(tmp_path, capsys, tiny_tmpfs):
     rc, _, err = _run(capsys, "ingest", str(big), "--out", out, "--min-df", "1")
     _assert_one_line_error(rc, err, "cannot write", "No space left on device")
     assert os.listdir(tiny_tmpfs) == []
+
+
+def test_stopwords_repeat_and_combine(tmp_path, capsys, tsv):
+    extra = tmp_path / "extra.txt"
+    extra.write_text("zarr\n# a comment\ndask\n")
+    out = str(tmp_path / "c.zarr")
+    rc, _, _ = _run(capsys, "ingest", str(tsv), "--out", out, "--min-df", "1",
+                    "--stopwords", "english", "--stopwords", str(extra))
+    c = Corpus.open(out)
+    words = set(c.vocab.tolist())
+    assert rc == 0 and not words & {"zarr", "dask"}  # the file's words
+    from biglda.corpus.tokenizer import load_stopwords
+
+
+    union, desc = load_stopwords(["english", str(extra)])
+    assert {"the", "zarr", "dask"} <= union and desc == f"english+file:{extra}"
+    assert c.attrs["filters"]["stopwords"] == desc and not words & union
+
+
+def test_ngrams_like_sklearn_ngram_range(tmp_path, capsys):
+    docs = tmp_path / "d.txt"
+    docs.write_text("new york subway is late\nthe new york subway\nnew york of the city\n")
+    out = str(tmp_path / "c.zarr")
+    rc, _, _ = _run(capsys, "ingest", str(docs), "--out", out, "--min-df", "2", "--ngrams", "2")
+    c = Corpus.open(out)
+    words = set(c.vocab.tolist())
+    # unigrams and bigrams in >= 2 documents; bigrams ending/starting in a stopword go
+    assert rc == 0 and words == {"new", "york", "subway", "new york", "york subway"}
+    assert c.tokenizer["ngrams"] == 2
+    rc, _, err = _run(capsys, "ingest", str(docs), "--out", str(tmp_path / "x.zarr"),
+                      "--ngrams", "9")
+    _assert_one_line_error(rc, err, "--ngrams must be a whole number from 1 to 5")
