@@ -182,6 +182,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     else:
         tok_text = f"pattern {tok.get('token_pattern', '?')}"
     tok_text += ", lowercase" if tok.get("lowercase") else ", case kept"
+    if int(tok.get("ngrams", 1)) > 1:
+        tok_text += f", n-grams 1..{tok['ngrams']}"
     summary = [
         ("corpus", c.url),
         ("documents", f"{c.n_docs:,}"),
@@ -574,7 +576,7 @@ def _cmd_topics(args: argparse.Namespace) -> int:
         return 0
     print("topic   share   alpha  top words")
     for r in rows:
-        print(f"{r['topic']:>5} {100 * r['share']:6.2f}%  {alpha[r['topic']]:6.4g}  "
+        print(f"{r['topic']:>5} {100 * r['share']:6.2f}%  {alpha[r['topic']]:6.4f}  "
               f"{' '.join(r['words'])}")
     return 0
 
@@ -645,7 +647,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     ref = Corpus.open(args.coherence_corpus) if args.coherence_corpus else test
     npmi = model.coherence(ref, measure="npmi", top_n=args.top_n, window=args.window)
     umass = model.coherence(ref, measure="umass", top_n=args.top_n, window=args.window)
-    unknown_share = held.n_unknown / max(test.n_tokens, 1)
+    # Tokens an `ingest --vocab-from` already dropped count as unknown too: the share is
+    # of the test text as read, not of what survived.
+    dropped = int((test.attrs.get("filters") or {}).get("unknown_tokens") or 0)
+    n_unknown, n_input = held.n_unknown + dropped, test.n_tokens + dropped
+    unknown_share = n_unknown / max(n_input, 1)
     results = {
         "test_corpus": _resolved(args.test),
         "heldout_loglik_per_token": held.loglik_per_token,
@@ -653,6 +659,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         "heldout_tokens_scored": held.n_tokens,
         "heldout_docs": held.n_docs,
         "heldout_unknown_tokens": held.n_unknown,
+        "heldout_dropped_at_ingest": dropped,
         "heldout_unknown_share": unknown_share,
         "heldout_method": "document completion: even positions observed, odd scored; "
                           f"{args.burn_in} burn-in + {args.samples} averaged sweeps",
@@ -665,9 +672,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         "npmi_per_topic": [float(v) if math.isfinite(v) else None for v in npmi.per_topic],
     }
     if unknown_share > UNKNOWN_WARN_SHARE:
-        print(f"biglda: warning: {unknown_share:.1%} of the held-out tokens ({held.n_unknown:,} "
-              f"of {test.n_tokens:,}) are words the model does not know and were not scored; "
-              "make the test set with `biglda split` or `biglda ingest --vocab-from MODEL`",
+        advice = ("the test text shares little vocabulary with the training corpus" if dropped
+                  else "make the test set with `biglda split` or `biglda ingest --vocab-from "
+                       "MODEL`")
+        print(f"biglda: warning: {unknown_share:.1%} of the held-out tokens ({n_unknown:,} "
+              f"of {n_input:,}{', counting those ingest --vocab-from dropped' if dropped else ''}"
+              f") are words the model does not know and were not scored; {advice}",
               file=sys.stderr)
     if args.save:
         model.record_evaluation(results, key=results["test_corpus"])
@@ -676,7 +686,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     print(f"held-out log-likelihood/token {held.loglik_per_token:.4f}  perplexity "
           f"{held.perplexity:.1f}  ({held.n_tokens} tokens scored in {held.n_docs} documents; "
-          f"{held.n_unknown} unknown tokens dropped, {unknown_share:.1%})")
+          f"{n_unknown} unknown tokens dropped, {unknown_share:.1%})")
     print(f"coherence NPMI {npmi.mean:.4f}  UMass {umass.mean:.4f}  (top {args.top_n} words, "
           f"{'documents' if args.window is None else f'windows of {args.window}'})")
     print(f"topic diversity (top 25) {results['diversity']:.3f}")

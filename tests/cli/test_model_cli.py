@@ -142,6 +142,9 @@ def test_split_then_vocab_from(paths, capsys, tmp_path):
     c = Corpus.open(out_corpus)
     assert code == 0 and c.n_tokens == 4 and set(c.vocab.tolist()) == {"w1", "w2", "w3"}
     assert "3 input tokens (42.9%) of words outside it dropped" in out
+    code, out, err = _run(capsys, "evaluate", paths["model"], "--test", out_corpus)
+    assert code == 0 and "3 unknown tokens dropped, 42.9%" in out
+    assert "42.9% of the held-out tokens (3 of 7, counting those ingest --vocab-from" in err
     code, _, err = _run(capsys, "ingest", str(text), "--out", str(tmp_path / "x.zarr"),
                         "--vocab-from", str(tmp_path / "nothing.zarr"))
     assert code != 0 and err.count("\n") == 1 and "neither a biglda corpus nor a model" in err
@@ -185,7 +188,7 @@ def test_topics_show_learned_alpha(tmp_path, capsys):
     lines = out.splitlines()
     assert code == 0 and "alpha asymmetric (learned: min 0.05, max 0.5, sum 0.8)" in lines[0]
     assert lines[1].split()[:3] == ["topic", "share", "alpha"]
-    assert lines[3].split()[2] == "0.5"  # topic 1's alpha
+    assert lines[3].split()[2] == "0.5000"  # topic 1's alpha
     code, out, _ = _run(capsys, "topics", url, "--json")
     assert [r["alpha"] for r in json.loads(out)] == [0.05, 0.5, 0.25]
 
