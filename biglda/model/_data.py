@@ -27,6 +27,9 @@ class Docs:
     doc_ptr: np.ndarray  # int64[D+1]
     n_unknown: int = 0  # input tokens dropped: word not in the model's vocabulary
     doc_ids: np.ndarray | None = None
+    # int64[D], optional: keys of the documents' random streams (default: their position),
+    # e.g. a hash of each row, so a document's result does not depend on its neighbours.
+    doc_keys: np.ndarray | None = None
 
     @property
     def n_docs(self) -> int:
@@ -41,7 +44,8 @@ class Docs:
     def slice(self, start: int, stop: int) -> Docs:
         a, b = int(self.doc_ptr[start]), int(self.doc_ptr[stop])
         return Docs(self.tokens[a:b], self.doc_ptr[start:stop + 1] - a, 0,
-                    None if self.doc_ids is None else self.doc_ids[start:stop])
+                    None if self.doc_ids is None else self.doc_ids[start:stop],
+                    None if self.doc_keys is None else self.doc_keys[start:stop])
 
     def batches(self, batch_tokens: int) -> Iterator[tuple[int, int]]:
         """Document ranges ``(start, stop)`` of about ``batch_tokens`` tokens each."""
@@ -216,6 +220,29 @@ def docs_from_sparse(x: Any, n_words: int, id_map: np.ndarray | None = None) -> 
     if id_map is None:
         return Docs(cols.astype(np.int32), doc_ptr)
     return remap(cols, doc_ptr, id_map)
+
+
+def row_keys(x: Any) -> np.ndarray:
+    """int64 [n_rows]: a hash of each CSR row's (columns, counts), a key for its random
+    stream that depends on the row alone.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> k = row_keys(sp.csr_matrix(np.array([[1, 0, 2], [0, 1, 0], [1, 0, 2]])))
+    >>> bool(k[0] == k[2] and k[0] != k[1] and (k >= 0).all())
+    True
+    """
+    import hashlib
+
+    keys = np.empty(x.shape[0], dtype=np.int64)
+    indptr, indices = x.indptr, x.indices.astype(np.int64)
+    data = np.rint(x.data).astype(np.int64)
+    for r in range(x.shape[0]):
+        a, b = indptr[r], indptr[r + 1]
+        h = hashlib.blake2b(indices[a:b].tobytes() + b"|" + data[a:b].tobytes(), digest_size=8)
+        keys[r] = int.from_bytes(h.digest(), "little") >> 1  # non-negative int64
+    return keys
 
 
 def docs_from_texts(texts: Iterable[str], tokenizer_settings: dict,

@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 
 from biglda.errors import ConfigError, InputError
-from biglda.model._data import CorpusDocs, Docs, docs_from_corpus, docs_from_sparse, str_array
+from biglda.model._data import (
+    CorpusDocs,
+    Docs,
+    docs_from_corpus,
+    docs_from_sparse,
+    row_keys,
+    str_array,
+)
 from biglda.model.topic_model import TopicModel
 
 log = logging.getLogger(__name__)
@@ -301,7 +308,11 @@ class LDA(*_BASES):  # type: ignore[misc]
     def _docs(self, X: Any) -> Docs | CorpusDocs:
         if _is_matrix(X):
             x = self._counts(X, reset=False)
-            return docs_from_sparse(x, self.model_.n_words, id_map=self._id_map)
+            docs = docs_from_sparse(x, self.model_.n_words, id_map=self._id_map)
+            # Each row's random stream keyed by the row itself: its mixture does not
+            # depend on the rows around it (subsets, reordering, batches).
+            docs.doc_keys = row_keys(x)
+            return docs
         if isinstance(X, list | tuple) and all(isinstance(d, list | tuple) for d in X):
             return self.model_._docs(X)  # pre-tokenized documents: lists of words
         return docs_from_corpus(X, self.model_.vocab)

@@ -19,9 +19,8 @@ import biglda  # noqa: E402
 # Few sweeps: the checks fit a few hundred times.
 FAST = {"iterations": 3, "transform_iterations": 4, "n_components": 3}
 
-# No check is skipped. (The subset/order invariance checks fit with n_components=1, which is
-# exact; with K > 1 a row's fold-in stream is keyed by its position in X, so its mixture
-# moves within Monte Carlo noise when the rows around it change.)
+# No check is skipped. (scikit-learn's subset/order invariance checks fit n_components=1;
+# test_transform_of_a_row_does_not_depend_on_its_neighbours covers K > 1.)
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +102,17 @@ def test_asymmetric_alpha_reaches_the_trainer(monkeypatch):
         biglda.LDA(n_components=2, alpha=[0.1, 0.2, 0.3]).fit(x)
     with pytest.raises(biglda.BigLDAError, match="alpha must be positive"):
         biglda.LDA(n_components=2, alpha=[0.1, -1]).fit(x)
+
+
+def test_transform_of_a_row_does_not_depend_on_its_neighbours(address):
+    """Each row's fold-in stream is keyed by the row itself, so subsets, reordering and
+    duplicates give the same mixture for a row (scikit-learn's subset invariance, K > 1)."""
+    x = CountVectorizer().fit_transform(DOCS)
+    lda = biglda.LDA(n_components=3, iterations=20, transform_iterations=30,
+                     scheduler=address).fit(x)
+    full = lda.transform(x)
+    np.testing.assert_array_equal(lda.transform(x[5:9]), full[5:9])
+    order = np.random.default_rng(0).permutation(x.shape[0])
+    np.testing.assert_array_equal(lda.transform(x[order]), full[order])
+    np.testing.assert_array_equal(full[0], full[3])  # DOCS repeats: equal rows, equal mixtures
+    assert np.isfinite(lda.score(x[5:9]))
