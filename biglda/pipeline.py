@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from biglda.corpus.split import split_corpus
 from biglda.errors import BigLDAError, ConfigError, PipelineError
 
 log = logging.getLogger("biglda.pipeline")
@@ -605,44 +606,6 @@ def _run_ingest(p: Pipeline, st: Stage, params: dict, folder: str,
     stats = ingest(params["input"], os.path.join(folder, "corpus.zarr"), **kw)
     return (f"{stats.n_docs:,} documents, {stats.n_tokens:,} tokens, {stats.n_words:,} words "
             f"({stats.dropped_docs:,} documents dropped)")
-
-
-def split_corpus(url: str, train_url: str, test_url: str, test_fraction: float,
-                 seed: int) -> tuple[int, int]:
-    """Split documents at random into a train and a test corpus; return their sizes.
-
-    Document d goes to the test corpus when ``default_rng(seed).random(D)[d] < test_fraction``
-    (the split of ``pipelines/bench_quality.py`` for the same seed). Words keep their
-    spelling; each part keeps only the words it uses, ordered by its own frequency.
-    """
-    import numpy as np
-
-    from biglda.corpus import Corpus, write_corpus
-
-    c = Corpus.open(url)
-    if not 0 < test_fraction < 1:
-        raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")
-    tokens = c.read_tokens(0, c.n_tokens)
-    doc_ptr = np.asarray(c.doc_ptr, dtype=np.int64)
-    lengths = np.diff(doc_ptr)
-    vocab = np.array(c.vocab.tolist(), dtype=object)
-    doc_ids = np.array(c.doc_ids.tolist(), dtype=object)
-    is_test = np.random.default_rng(seed).random(c.n_docs) < test_fraction
-    sizes = []
-    for dest, mask in ((train_url, ~is_test), (test_url, is_test)):
-        if not mask.any():
-            raise ConfigError(f"test_fraction {test_fraction} leaves an empty "
-                              f"{'test' if dest == test_url else 'train'} part of "
-                              f"{c.n_docs} documents")
-        ptr = np.zeros(int(mask.sum()) + 1, dtype=np.int64)
-        np.cumsum(lengths[mask], out=ptr[1:])
-        attrs = {"tokenizer": c.tokenizer,
-                 "split": {"source": c.url, "test_fraction": test_fraction, "seed": seed,
-                           "part": "test" if dest == test_url else "train"}}
-        write_corpus(dest, tokens[np.repeat(mask, lengths)], ptr, vocab,
-                     doc_ids=doc_ids[mask], attrs=attrs, chunk_tokens=c.chunk_tokens)
-        sizes.append(int(mask.sum()))
-    return sizes[0], sizes[1]
 
 
 def _run_split(p: Pipeline, st: Stage, params: dict, folder: str,

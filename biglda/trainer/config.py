@@ -92,6 +92,25 @@ def _optional(check: Check) -> Check:
     return lambda v: None if v is None else check(v)
 
 
+def parse_alpha(text: str) -> float | list[float]:
+    """``--alpha``'s text: one number (symmetric) or K comma-separated numbers."""
+    parts = [p for p in str(text).split(",") if p.strip()]
+    return float(parts[0]) if len(parts) == 1 else [float(p) for p in parts]
+
+
+def _alpha(v: Any) -> str | None:
+    if isinstance(v, list | tuple | np.ndarray):
+        values = list(np.asarray(v).ravel()) if isinstance(v, np.ndarray) else list(v)
+        if not values:
+            return "must be a number or n_topics numbers, got none"
+        for x in values:
+            problem = _positive(x)
+            if problem:
+                return f"{problem} (in {list(values)})"
+        return None
+    return _positive(v)
+
+
 def _positive(v: Any) -> str | None:
     if isinstance(v, bool) or not isinstance(v, int | float | np.number):
         return f"must be a number, got {v!r}"
@@ -193,8 +212,10 @@ class TrainConfig:
                                     metavar="NAME=VALUE", stored=True,
                                     help="a parameter the sampler declares, e.g. mh_steps=1 "
                                          "for lightlda, variant=plain for cgs (repeatable)")
-    alpha: float = _setting(0.1, flag="--alpha", check=_positive, parse=float, stored=True,
-                            help="symmetric doc-topic prior (default 0.1)")
+    alpha: float | list[float] = _setting(
+        0.1, flag="--alpha", check=_alpha, parse=parse_alpha, stored=True, metavar="A[,A...]",
+        help="doc-topic prior: one number (symmetric, default 0.1) or K comma-separated "
+             "numbers (asymmetric)")
     beta: float = _setting(0.01, flag="--beta", check=_positive, parse=float, stored=True,
                            help="symmetric topic-word prior (default 0.01)")
     staleness: float = _setting(0.0, flag="--staleness", check=_staleness,
@@ -345,9 +366,16 @@ class TrainConfig:
             get_sampler(self.sampler, **self.sampler_params)  # (bad values fail here)
         except ConfigError as exc:
             raise SettingError("sampler_params", f": {exc}") from None
+        if isinstance(self.alpha, list | tuple | np.ndarray):
+            values = [float(a) for a in np.asarray(self.alpha, dtype=float).ravel()]
+            if len(values) != int(self.n_topics):
+                raise SettingError("alpha", f"must be a number or n_topics ({self.n_topics}) "
+                                            f"numbers, got {len(values)}")
+            self.alpha = values
         for name, s in settings().items():  # numbers in their declared type (stored so)
             value = getattr(self, name)
-            if value is not None and s.parse in (int, float, parse_staleness):
+            if value is not None and s.parse in (int, float, parse_staleness, parse_alpha) \
+                    and not isinstance(value, list):
                 setattr(self, name, float(value) if s.parse is not int else int(value))
         return self
 
