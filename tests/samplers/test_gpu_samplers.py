@@ -22,7 +22,7 @@ from importlib.util import find_spec
 
 import numpy as np
 import pytest
-from conftest import SIM, require_real_gpu
+from sampler_cases import SIM, require_real_gpu
 
 from biglda.samplers import RandomKey, count_from_z, init_z
 
