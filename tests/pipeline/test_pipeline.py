@@ -17,6 +17,8 @@ import pytest
 from biglda import pipeline as pl
 from biglda.cli import main
 from biglda.corpus import Corpus, write_corpus
+from biglda.corpus.split import split_corpus
+from biglda.model.recovery import topic_recovery
 
 # A script stage: appends its name to runs.log, writes out.txt from its params.
 SCRIPT = textwrap.dedent("""
@@ -177,7 +179,7 @@ def test_split_is_a_seeded_partition(tmp_path):
     write_corpus(src, tokens, doc_ptr, vocab, doc_ids=[f"d{i}" for i in range(50)])
     c = Corpus.open(src)
     words = {str(c.doc_ids[i]): c.words(i) for i in range(c.n_docs)}
-    pl.split_corpus(src, str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr"), 0.3, seed=5)
+    split_corpus(src, str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr"), 0.3, seed=5)
     tr, te = Corpus.open(str(tmp_path / "a.zarr")), Corpus.open(str(tmp_path / "b.zarr"))
     expect_test = np.random.default_rng(5).random(50) < 0.3  # the documented rule
     assert sorted(map(str, te.doc_ids)) == sorted(str(c.doc_ids[i])
@@ -194,7 +196,7 @@ def test_topic_recovery_oracle():
     vocab = np.array([f"w{i}" for i in range(30)])
     perm, wperm = rng.permutation(4), rng.permutation(30)
     learned = truth[perm][:, wperm]  # same topics, other order, other word ids
-    rec = pl.topic_recovery(learned, vocab[wperm], truth, vocab)
+    rec = topic_recovery(learned, vocab[wperm], truth, vocab)
     assert rec["mean_cosine"] == pytest.approx(1.0)
     assert rec["share_above_0.9"] == 1.0
     assert rec["random_mean_cosine"] < 0.9
