@@ -342,3 +342,30 @@ def test_train_stage_settings_are_checked_by_their_declaration(tmp_path, capsys,
     assert main(["pipeline", "run", toml]) != 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err, err
+
+
+def test_ingest_stage_takes_ngrams_and_vocab_from(tmp_path):
+    """The ingest stage's keys are ingest's parameters: ``ngrams``, and ``vocab_from`` as
+    ``biglda ingest --vocab-from`` (the source's words and tokenizer; other words dropped)."""
+    (tmp_path / "train.tsv").write_text("a\tred fish blue fish\nb\tred fish two\n")
+    (tmp_path / "test.tsv").write_text("c\tRED fish green\n")
+    path = _write(tmp_path / "p.toml", """
+        [stages.ingest]
+        input = "train.tsv"
+        min_df = 1
+        stopwords = "none"
+        ngrams = 2
+
+        [stages.held]
+        kind = "ingest"
+        input = "test.tsv"
+        vocab_from = "@ingest"
+    """)
+    p = pl.load_pipeline(path)
+    assert p.stages[1].deps == ["ingest"]
+    pl.run_pipeline(p)
+    train = Corpus.open(p.artifact("ingest"))
+    assert "red fish" in set(map(str, train.vocab)) and train.tokenizer["ngrams"] == 2
+    held = Corpus.open(p.artifact("held"))
+    assert sorted(held.words(0)) == ["fish", "red", "red fish"]
+    assert held.attrs["filters"]["unknown_tokens"] == 2  # "green", "fish green"
