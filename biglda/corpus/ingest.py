@@ -56,9 +56,9 @@ from biglda.corpus.readers import (
     read_uci_vocab,
     resolve_sources,
 )
-from biglda.corpus.store import CorpusWriter, unique_sorted
 from biglda.corpus.tokenizer import DEFAULT_TOKEN_PATTERN, Tokenizer, load_stopwords
 from biglda.corpus.vocab import DEFAULT_MIN_DF, VocabFilter, frequency_order
+from biglda.corpus.writer import CorpusWriter, unique_sorted
 from biglda.errors import BigLDAError, ConfigError, InputError, OutputExistsError
 from biglda.io import atomic_output, exists
 

@@ -14,10 +14,20 @@ corpus group); :func:`load_truth` reads the truth back in the corpus's word ids.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import zarr
+
+from biglda.corpus.store import Corpus
+from biglda.corpus.writer import DOC_CHUNK, ChunkedAppender, CorpusWriter, unique_sorted
+from biglda.errors import FormatError
+from biglda.io import atomic_output
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -156,15 +166,6 @@ def write_synthetic(url: str, spec: SynthSpec, overwrite: bool = False,
     >>> theta.shape
     (20, 3)
     """
-    import os
-    import tempfile
-
-    import zarr
-
-    from biglda.corpus.store import DOC_CHUNK, ChunkedAppender, CorpusWriter, unique_sorted
-    from biglda.io import atomic_output
-
-    log = logging.getLogger(__name__)
     phi = topic_word_truth(spec)
     v = spec.n_words
     word_count = np.zeros(v, dtype=np.int64)
@@ -234,11 +235,6 @@ def load_truth(url: str) -> tuple[np.ndarray, np.ndarray]:
     >>> phi.shape[0], bool(np.allclose(phi.sum(axis=1), 1.0))
     (2, True)
     """
-    import zarr
-
-    from biglda.corpus.store import Corpus
-    from biglda.errors import FormatError
-
     corpus = Corpus.open(url)
     if not corpus.has_truth():
         raise FormatError(f"{corpus.url} has no ground truth (not made by `datasets synth`)")
