@@ -68,7 +68,7 @@ def _run_ingest(p: Pipeline, st: Stage, params: dict, folder: str, note: Note) -
     if "vocab_from" in params:
         if "vocabulary" in params:
             raise ConfigError("give either vocab_from or vocabulary, not both")
-        # the model layer reads both formats; it pulls in numba, needed here only
+        # the model layer reads both formats; it pulls in numba, paid only with vocab_from
         from biglda.model.vocab_source import ingest_settings_from
 
         kw = ingest_settings_from(params["vocab_from"], "vocab_from", **kw)
@@ -163,7 +163,8 @@ def _training_summary(hist: list[dict]) -> dict[str, Any]:
 
 
 def _run_evaluate(p: Pipeline, st: Stage, params: dict, folder: str, note: Note) -> str:
-    from biglda.model import load  # the model pulls in numba (fold-in kernels)
+    # biglda.model pulls in numba (the fold-in kernels): only evaluate stages pay for it
+    from biglda.model import load
     from biglda.model.recovery import topic_recovery
 
     model = load(params["model"])
