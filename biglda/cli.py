@@ -750,7 +750,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- pipelines
-# pipeline run/show/list  (issue: Pipelines and the public benchmark)
 
 
 def _add_pipeline(sub: argparse._SubParsersAction) -> None:

@@ -1,9 +1,10 @@
-"""Where stores live: fsspec URLs, and atomic "write elsewhere, then move into place".
+"""Where outputs live: fsspec URLs, and atomic "write elsewhere, then move into place".
 
-Every writer of a corpus or a model goes through :func:`atomic_output`, so an
-interrupted or failed write never leaves something at the final path that opens as
-valid: the store is built at a temporary sibling path and moved into place only
-after it is complete.
+Every writer of a corpus or a model goes through :func:`atomic_output` (a store, i.e. a
+folder) or :func:`write_atomic` (one file), so an interrupted or failed write never leaves
+something at the final path that opens as valid: the output is built at a temporary sibling
+path and moved into place only after it is complete. :func:`check_output` is the one
+"output exists unless overwrite" rule, with the one message.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import IO
 
 import fsspec
 
@@ -35,6 +37,18 @@ def remove(url: str) -> None:
     fs, path = split_url(url)
     if fs.exists(path):
         fs.rm(path, recursive=True)
+
+
+def check_output(url: str, *, overwrite: bool) -> None:
+    """Raise :class:`OutputExistsError` when ``url`` exists and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> check_output("memory://doc/never-written", overwrite=False)
+    """
+    if not overwrite and exists(url):
+        raise OutputExistsError(f"output {os.fspath(url)} already exists (use --overwrite to "
+                                "replace it)")
 
 
 def _sibling(url: str, tag: str) -> str:
@@ -61,8 +75,7 @@ def atomic_output(url: str, *, overwrite: bool = False) -> Iterator[str]:
     True
     """
     url = os.fspath(url).rstrip("/")
-    if exists(url) and not overwrite:
-        raise OutputExistsError(f"output {url} already exists (use --overwrite to replace it)")
+    check_output(url, overwrite=overwrite)
     tmp = _sibling(url, "tmp")
     fs, tmp_path = split_url(tmp)
     try:
@@ -87,3 +100,41 @@ def atomic_output(url: str, *, overwrite: bool = False) -> Iterator[str]:
         if parent:
             fs.makedirs(parent, exist_ok=True)
         fs.mv(tmp_path, final_path, recursive=True)
+
+
+def write_atomic(url: str, write: Callable[[IO[bytes]], None], *, overwrite: bool = True) -> str:
+    """Call ``write(file)`` on a temporary sibling of ``url`` (one file), then move it there.
+
+    Raises :class:`OutputExistsError` up front when ``url`` exists and ``overwrite`` is
+    false; on any exception the temporary file is removed and ``url`` is left untouched
+    (the exception propagates: callers turn an ``OSError`` into their own one line).
+    Returns ``url``.
+
+    Examples
+    --------
+    >>> _ = write_atomic("memory://doc/note.txt", lambda f: f.write(b"hello"))
+    >>> fsspec.open("memory://doc/note.txt").open().read()
+    b'hello'
+    """
+    url = os.fspath(url)
+    check_output(url, overwrite=overwrite)
+    fs, path = split_url(url)
+    parent, _, name = path.rstrip("/").rpartition("/")
+    tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex[:8]}" if parent else f".{name}.tmp"
+    try:
+        if parent:
+            fs.makedirs(parent, exist_ok=True)
+        with fs.open(tmp, "wb") as f:
+            write(f)
+        fs.mv(tmp, path)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if fs.exists(tmp):
+                fs.rm(tmp)
+        raise
+    return url
+
+
+def write_text_atomic(url: str, text: str, *, overwrite: bool = True) -> str:
+    """:func:`write_atomic` of ``text`` (UTF-8)."""
+    return write_atomic(url, lambda f: f.write(text.encode("utf-8")), overwrite=overwrite)

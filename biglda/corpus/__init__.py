@@ -2,8 +2,11 @@
 
 Modules, one job each:
 
-* :mod:`~biglda.corpus.store` — the format: :class:`Corpus` (reader, shard planning),
-  :class:`CorpusWriter`, :func:`write_corpus`.
+* :mod:`~biglda.corpus.store` — the format (layout, version) and its reader :class:`Corpus`.
+* :mod:`~biglda.corpus.shards` — shard planning: :class:`Shard`, :func:`plan_shard_bounds`.
+* :mod:`~biglda.corpus.writer` — :class:`CorpusWriter` (streaming), :func:`write_corpus`.
+* :mod:`~biglda.corpus.split` — :func:`~biglda.corpus.split.split_corpus`, a seeded
+  train/test split of a stored corpus.
 * :mod:`~biglda.corpus.ingest` — :func:`~biglda.corpus.ingest.ingest`: text / UCI input
   to a corpus, streaming.
 * :mod:`~biglda.corpus.readers` — input formats and their error messages.
@@ -22,18 +25,11 @@ Examples
 """
 
 from biglda.corpus.ingest import IngestStats
-from biglda.corpus.store import (
-    CORPUS_FORMAT,
-    CORPUS_FORMAT_VERSION,
-    Corpus,
-    CorpusWriter,
-    Shard,
-    is_corpus,
-    plan_shard_bounds,
-    write_corpus,
-)
+from biglda.corpus.shards import Shard, plan_shard_bounds
+from biglda.corpus.store import CORPUS_FORMAT, CORPUS_FORMAT_VERSION, Corpus, is_corpus
 from biglda.corpus.synth import SynthSpec, generate, iter_batches, load_truth, write_synthetic
 from biglda.corpus.tokenizer import DEFAULT_TOKEN_PATTERN, ENGLISH_STOPWORDS, Tokenizer
+from biglda.corpus.writer import CorpusWriter, write_corpus
 
 __all__ = [
     "CORPUS_FORMAT",

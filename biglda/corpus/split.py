@@ -13,9 +13,10 @@ import contextlib
 
 import numpy as np
 
-from biglda.corpus.store import Corpus, write_corpus
-from biglda.errors import ConfigError, OutputExistsError
-from biglda.io import exists, remove
+from biglda.corpus.store import Corpus
+from biglda.corpus.writer import write_corpus
+from biglda.errors import ConfigError
+from biglda.io import check_output, remove
 
 
 def split_corpus(url: str, train_url: str, test_url: str, test_fraction: float,
@@ -39,9 +40,7 @@ def split_corpus(url: str, train_url: str, test_url: str, test_fraction: float,
     if str(train_url).rstrip("/") == str(test_url).rstrip("/"):
         raise ConfigError("--train and --test must be different paths")
     for dest in (train_url, test_url):
-        if exists(dest) and not overwrite:
-            raise OutputExistsError(f"output {dest} already exists (use --overwrite to "
-                                    "replace it)")
+        check_output(dest, overwrite=overwrite)
     c = Corpus.open(url)
     doc_ptr = np.asarray(c.doc_ptr, dtype=np.int64)
     lengths = np.diff(doc_ptr)

@@ -14,10 +14,20 @@ corpus group); :func:`load_truth` reads the truth back in the corpus's word ids.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import zarr
+
+from biglda.corpus.store import Corpus
+from biglda.corpus.writer import DOC_CHUNK, ChunkedAppender, CorpusWriter, unique_sorted
+from biglda.errors import FormatError
+from biglda.io import atomic_output
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -156,49 +166,19 @@ def write_synthetic(url: str, spec: SynthSpec, overwrite: bool = False,
     >>> theta.shape
     (20, 3)
     """
-    import os
-    import tempfile
-
-    import zarr
-
-    from biglda.corpus.store import DOC_CHUNK, ChunkedAppender, CorpusWriter, unique_sorted
-    from biglda.io import atomic_output
-
-    log = logging.getLogger(__name__)
     phi = topic_word_truth(spec)
-    v = spec.n_words
-    word_count = np.zeros(v, dtype=np.int64)
-    doc_freq = np.zeros(v, dtype=np.int64)
-    blocks: list[tuple[int, int]] = []  # (n_docs, n_tokens) of each batch
     attrs = {"synthetic": asdict(spec),
              "source": {"synthetic": "biglda.corpus.synth", "seed": spec.seed},
              "tokenizer": {"lowercase": False, "pretokenized": True}}
     with atomic_output(url, overwrite=overwrite) as tmp, \
             tempfile.TemporaryDirectory(prefix="biglda-synth-", dir=tmp_dir) as spill_dir:
         truth = zarr.open_group(tmp, mode="w").require_group("truth")
-        rows = max(1, min(DOC_CHUNK, 2**22 // spec.n_topics))
-        theta_out = ChunkedAppender(truth.create_array(
-            "theta", shape=(spec.n_docs, spec.n_topics), dtype=np.float32,
-            chunks=(rows, spec.n_topics), fill_value=0.0))
-        tok_path = os.path.join(spill_dir, "tokens.i32")
-        len_path = os.path.join(spill_dir, "lengths.i64")
-        with open(tok_path, "wb") as tok_f, open(len_path, "wb") as len_f:
-            for tokens, lengths, theta in iter_batches(spec, phi):
-                word_count += np.bincount(tokens, minlength=v)
-                doc = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-                doc_freq += np.bincount(unique_sorted(doc * v + tokens) % v, minlength=v)
-                tokens.tofile(tok_f)
-                lengths.tofile(len_f)
-                theta_out.append(theta)
-                blocks.append((len(lengths), len(tokens)))
-        theta_out.close()
+        word_count, doc_freq, blocks = _generate_pass(spec, phi, truth, spill_dir)
         n_docs = sum(b[0] for b in blocks)
         n_tokens = sum(b[1] for b in blocks)
         order = np.argsort(-word_count, kind="stable")
         order = order[word_count[order] > 0]
-        remap = np.full(v, -1, dtype=np.int32)
-        remap[order] = np.arange(len(order), dtype=np.int32)
-        width = len(str(v - 1))
+        width = len(str(spec.n_words - 1))
         vocab = [f"w{i:0{width}d}" for i in order]
         phi_kept = phi[:, order]
         phi_kept /= phi_kept.sum(axis=1, keepdims=True)
@@ -206,18 +186,54 @@ def write_synthetic(url: str, spec: SynthSpec, overwrite: bool = False,
         writer = CorpusWriter(tmp, n_docs=n_docs, n_tokens=n_tokens, vocab=vocab,
                               word_count=word_count[order], doc_freq=doc_freq[order],
                               attrs=attrs, chunk_tokens=chunk_tokens, mode="a")
-        start = 0
-        with open(tok_path, "rb") as tok_f, open(len_path, "rb") as len_f:
-            for nd, nt in blocks:
-                lengths = np.fromfile(len_f, dtype=np.int64, count=nd)
-                tokens = np.fromfile(tok_f, dtype=np.int32, count=nt)
-                ids = np.arange(start, start + nd).astype(str)
-                writer.append_docs(remap[tokens], lengths, ids)
-                start += nd
-        writer.close()
+        _write_pass(writer, order, spec.n_words, blocks, spill_dir)
     log.info("synthetic corpus: %d docs, %d tokens, %d words -> %s",
              n_docs, n_tokens, len(order), url)
     return {"n_docs": n_docs, "n_tokens": n_tokens, "n_words": len(order)}
+
+
+def _generate_pass(spec: SynthSpec, phi: np.ndarray, truth: zarr.Group,
+                   spill_dir: str) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """Generate every batch once: ``theta`` into ``truth``, raw tokens and lengths to the
+    spill; return the word counts, document frequencies and ``(n_docs, n_tokens)`` of each
+    batch."""
+    v = spec.n_words
+    word_count = np.zeros(v, dtype=np.int64)
+    doc_freq = np.zeros(v, dtype=np.int64)
+    blocks: list[tuple[int, int]] = []
+    rows = max(1, min(DOC_CHUNK, 2**22 // spec.n_topics))
+    theta_out = ChunkedAppender(truth.create_array(
+        "theta", shape=(spec.n_docs, spec.n_topics), dtype=np.float32,
+        chunks=(rows, spec.n_topics), fill_value=0.0))
+    with open(os.path.join(spill_dir, "tokens.i32"), "wb") as tok_f, \
+            open(os.path.join(spill_dir, "lengths.i64"), "wb") as len_f:
+        for tokens, lengths, theta in iter_batches(spec, phi):
+            word_count += np.bincount(tokens, minlength=v)
+            doc = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+            doc_freq += np.bincount(unique_sorted(doc * v + tokens) % v, minlength=v)
+            tokens.tofile(tok_f)
+            lengths.tofile(len_f)
+            theta_out.append(theta)
+            blocks.append((len(lengths), len(tokens)))
+    theta_out.close()
+    return word_count, doc_freq, blocks
+
+
+def _write_pass(writer: CorpusWriter, order: np.ndarray, n_words: int,
+                blocks: list[tuple[int, int]], spill_dir: str) -> None:
+    """Read the spill back and write it with words renumbered in ``order``."""
+    remap = np.full(n_words, -1, dtype=np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    start = 0
+    with open(os.path.join(spill_dir, "tokens.i32"), "rb") as tok_f, \
+            open(os.path.join(spill_dir, "lengths.i64"), "rb") as len_f:
+        for nd, nt in blocks:
+            lengths = np.fromfile(len_f, dtype=np.int64, count=nd)
+            tokens = np.fromfile(tok_f, dtype=np.int32, count=nt)
+            ids = np.arange(start, start + nd).astype(str)
+            writer.append_docs(remap[tokens], lengths, ids)
+            start += nd
+    writer.close()
 
 
 def load_truth(url: str) -> tuple[np.ndarray, np.ndarray]:
@@ -234,11 +250,6 @@ def load_truth(url: str) -> tuple[np.ndarray, np.ndarray]:
     >>> phi.shape[0], bool(np.allclose(phi.sum(axis=1), 1.0))
     (2, True)
     """
-    import zarr
-
-    from biglda.corpus.store import Corpus
-    from biglda.errors import FormatError
-
     corpus = Corpus.open(url)
     if not corpus.has_truth():
         raise FormatError(f"{corpus.url} has no ground truth (not made by `datasets synth`)")

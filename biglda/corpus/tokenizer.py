@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from biglda.errors import ConfigError
+from biglda.errors import ConfigError, InputError
 
 #: Words of two or more word characters (scikit-learn's default ``token_pattern``).
 DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -181,8 +181,6 @@ def load_stopwords(spec: str | list[str] | tuple[str, ...] | None
         return frozenset(), "none"
     if spec == "english":
         return ENGLISH_STOPWORDS, "english"
-    from biglda.errors import InputError
-
     try:
         with open(spec, encoding="utf-8") as f:
             words = {line.split("#", 1)[0].strip() for line in f}

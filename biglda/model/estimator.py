@@ -73,7 +73,7 @@ else:
 
 def _is_matrix(x: Any) -> bool:
     """An array-like document-term matrix (not a Corpus, a URL or a list of texts)."""
-    import scipy.sparse as sp
+    import scipy.sparse as sp  # ~0.4 s to import; only matrix inputs need it
 
     if sp.issparse(x) or isinstance(x, np.ndarray) or hasattr(x, "__array__"):
         return True
@@ -200,10 +200,10 @@ class LDA(*_BASES):  # type: ignore[misc]
     def _counts(self, X: Any, *, reset: bool) -> Any:
         """``X`` as a CSR count matrix: validated (by scikit-learn when installed: finite,
         non-negative, 2-D, the fitted number of columns) and rounded to whole counts."""
-        import scipy.sparse as sp
+        import scipy.sparse as sp  # ~0.4 s to import; only matrix inputs need it
 
         if _SKLEARN:
-            from sklearn.utils.validation import validate_data
+            from sklearn.utils.validation import validate_data  # optional, slow to import
 
             X = validate_data(self, X, reset=reset, accept_sparse=("csr", "csc", "coo"),
                               ensure_non_negative=True)
@@ -269,6 +269,7 @@ class LDA(*_BASES):  # type: ignore[misc]
 
         Non-integer weights (tf-idf) are rounded to whole counts: the sampler draws one
         topic per token."""
+        # the Dask trainer (distributed, numba) loads only when fitting
         from biglda.model.training import train_to_store as driver_train
 
         if int(self.n_components) < 1:

@@ -108,7 +108,7 @@ def _matrix(model: Any, what: str) -> tuple[str, list[str], np.ndarray]:
 
 def _parquet_writer(model: Any, what: str) -> Callable[[IO[bytes]], None]:
     try:
-        import pyarrow as pa
+        import pyarrow as pa  # optional, and slow to import: only for parquet
         import pyarrow.parquet as pq
     except ImportError:
         raise ExportError("parquet export needs pyarrow: pip install 'biglda[parquet]' "
@@ -137,7 +137,7 @@ def _inline_pyldavis_html(prepared: Any) -> str:
     links them from a CDN by default), so it opens offline."""
     import importlib.resources
 
-    import pyLDAvis
+    import pyLDAvis  # optional, slow to import: only for the pyLDAvis page
 
     js = importlib.resources.files("pyLDAvis") / "js"
     marks = {"d3_url": "BIGLDA-D3", "ldavis_url": "BIGLDA-LDAVIS",
@@ -227,7 +227,7 @@ def export_model(model: Any, fmt: str, out: str, *, top_n: int = 10,
     data = pyldavis_data(model)
     written = [write_atomic(out, _text(lambda f: json.dump(data, f)), overwrite=overwrite)]
     try:
-        import pyLDAvis
+        import pyLDAvis  # optional: only for the pyLDAvis page
     except ImportError:
         log.info("pyLDAvis is not installed: wrote the prepared-data JSON only")
         return written

@@ -12,7 +12,7 @@ import pytest
 import zarr
 
 from biglda.cli import main
-from biglda.corpus.store import Corpus, write_corpus
+from biglda.corpus import Corpus, write_corpus
 
 TEXT = "".join(f"d{i}\tzarr chunks store arrays; dask schedules tasks {i % 3}x\n"
                for i in range(12))
@@ -178,12 +178,12 @@ def test_output_exists_without_overwrite(tmp_path, capsys, tsv):
 
 
 def test_interrupted_ingest_leaves_nothing(tmp_path, capsys, tsv, monkeypatch):
-    from biglda.corpus import store
+    from biglda.corpus import writer
 
     def interrupt(self):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store.CorpusWriter, "close", interrupt)
+    monkeypatch.setattr(writer.CorpusWriter, "close", interrupt)
     out = str(tmp_path / "c.zarr")
     rc, _, err = _run(capsys, "ingest", str(tsv), "--out", out, "--min-df", "1")
     assert rc == 130 and "interrupted" in err

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import zarr
 
-from biglda.corpus.store import (
+from biglda.corpus import (
     CORPUS_FORMAT_VERSION,
     Corpus,
     CorpusWriter,

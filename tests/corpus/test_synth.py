@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from biglda.corpus.store import Corpus, write_corpus
+from biglda.corpus import Corpus, write_corpus
 from biglda.corpus.synth import SynthSpec, generate, load_truth, topic_word_truth, write_synthetic
 from biglda.errors import FormatError
 

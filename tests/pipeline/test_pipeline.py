@@ -11,12 +11,11 @@ import json
 import os
 import textwrap
 
-import numpy as np
 import pytest
 
 from biglda import pipeline as pl
 from biglda.cli import main
-from biglda.corpus import Corpus, write_corpus
+from biglda.corpus import Corpus
 
 # A script stage: appends its name to runs.log, writes out.txt from its params.
 SCRIPT = textwrap.dedent("""
@@ -167,39 +166,6 @@ def test_one_run_per_run_directory(chain):
     assert not os.path.exists(lock)
 
 
-def test_split_is_a_seeded_partition(tmp_path):
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(1, 6, size=50)
-    doc_ptr = np.concatenate([[0], np.cumsum(lengths)])
-    tokens = rng.integers(0, 12, size=doc_ptr[-1]).astype(np.int32)
-    vocab = [f"w{i}" for i in range(12)]
-    src = str(tmp_path / "c.zarr")
-    write_corpus(src, tokens, doc_ptr, vocab, doc_ids=[f"d{i}" for i in range(50)])
-    c = Corpus.open(src)
-    words = {str(c.doc_ids[i]): c.words(i) for i in range(c.n_docs)}
-    pl.split_corpus(src, str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr"), 0.3, seed=5)
-    tr, te = Corpus.open(str(tmp_path / "a.zarr")), Corpus.open(str(tmp_path / "b.zarr"))
-    expect_test = np.random.default_rng(5).random(50) < 0.3  # the documented rule
-    assert sorted(map(str, te.doc_ids)) == sorted(str(c.doc_ids[i])
-                                                  for i in np.flatnonzero(expect_test))
-    assert tr.n_docs + te.n_docs == 50
-    for part in (tr, te):
-        for i in range(part.n_docs):
-            assert part.words(i) == words[str(part.doc_ids[i])]
-
-
-def test_topic_recovery_oracle():
-    rng = np.random.default_rng(1)
-    truth = rng.dirichlet(np.full(30, 0.1), size=4)
-    vocab = np.array([f"w{i}" for i in range(30)])
-    perm, wperm = rng.permutation(4), rng.permutation(30)
-    learned = truth[perm][:, wperm]  # same topics, other order, other word ids
-    rec = pl.topic_recovery(learned, vocab[wperm], truth, vocab)
-    assert rec["mean_cosine"] == pytest.approx(1.0)
-    assert rec["share_above_0.9"] == 1.0
-    assert rec["random_mean_cosine"] < 0.9
-
-
 @pytest.mark.parametrize("text, needle", [
     (None, "no such pipeline file"),
     ("[stages.a\n", "invalid TOML"),
@@ -340,3 +306,30 @@ def test_train_stage_settings_are_checked_by_their_declaration(tmp_path, capsys,
     assert main(["pipeline", "run", toml]) != 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err, err
+
+
+def test_ingest_stage_takes_ngrams_and_vocab_from(tmp_path):
+    """The ingest stage's keys are ingest's parameters: ``ngrams``, and ``vocab_from`` as
+    ``biglda ingest --vocab-from`` (the source's words and tokenizer; other words dropped)."""
+    (tmp_path / "train.tsv").write_text("a\tred fish blue fish\nb\tred fish two\n")
+    (tmp_path / "test.tsv").write_text("c\tRED fish green\n")
+    path = _write(tmp_path / "p.toml", """
+        [stages.ingest]
+        input = "train.tsv"
+        min_df = 1
+        stopwords = "none"
+        ngrams = 2
+
+        [stages.held]
+        kind = "ingest"
+        input = "test.tsv"
+        vocab_from = "@ingest"
+    """)
+    p = pl.load_pipeline(path)
+    assert p.stages[1].deps == ["ingest"]
+    pl.run_pipeline(p)
+    train = Corpus.open(p.artifact("ingest"))
+    assert "red fish" in set(map(str, train.vocab)) and train.tokenizer["ngrams"] == 2
+    held = Corpus.open(p.artifact("held"))
+    assert sorted(held.words(0)) == ["fish", "red", "red fish"]
+    assert held.attrs["filters"]["unknown_tokens"] == 2  # "green", "fish green"

@@ -1,0 +1,30 @@
+"""PeakMemory: the sampler the train stage and the benchmark scripts share."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from biglda.pipeline.memory import PeakMemory
+
+# A child that holds ~200 MiB (touched, so resident) for a moment.
+HOLD = ("import subprocess, sys, time; b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]);"
+        " time.sleep(0.8)")
+
+
+def test_a_child_tree_peak_is_seen():
+    proc = subprocess.Popen([sys.executable, "-c", HOLD])
+    with PeakMemory(proc.pid, interval=0.05) as mem:
+        proc.wait()
+    summary = mem.summary()
+    assert summary["this_process_mib"] >= 190  # "self" is the watched process
+    assert summary["tree_mib"] >= summary["this_process_mib"]
+
+
+def test_this_process_and_its_children():
+    with PeakMemory(interval=0.05) as mem:
+        subprocess.run([sys.executable, "-c", HOLD], check=True)
+    summary = mem.summary()
+    assert summary["largest_child_mib"] >= 190
+    assert summary["tree_mib"] >= summary["largest_child_mib"]
+    assert any(k != "self" for k in summary["per_process_mib"])
