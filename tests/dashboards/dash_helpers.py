@@ -15,7 +15,8 @@ def fake_records(run_id: str, n: int, *, n_topics: int = 4, workers: int = 2,
     recs: list[dict] = [{
         "type": "start", "run_id": run_id, "n_tokens": 10_000, "n_docs": 100, "n_words": 500,
         "config": {"n_topics": n_topics, "iterations": n, "sampler": sampler},
-        "dashboard": "",
+        "dashboard": "", "corpus": f"/data/{run_id}/corpus.zarr",
+        "out": f"/runs/{run_id}/model.zarr",
     }]
     for i in range(1, n + 1):
         recs.append({
