@@ -78,3 +78,30 @@ const out = {};
 for (const [k, v] of Object.entries(data)) out[k] = Array.from(v);
 return out;
 """
+
+
+#: JavaScript collecting, through Bokeh's shadow DOMs, the elements matching a selector.
+_JS_DEEP = """
+function deep(root, sel, out) {
+  root.querySelectorAll(sel).forEach(e => out.push(e));
+  root.querySelectorAll('*').forEach(e => { if (e.shadowRoot) deep(e.shadowRoot, sel, out); });
+  return out;
+}
+"""
+
+#: JavaScript returning the text of every element matching ``arguments[0]`` (all options of
+#: a ``select``, say), as the browser renders it, joined by newlines.
+JS_DEEP_TEXT = _JS_DEEP + """
+return deep(document, arguments[0], []).map(e => e.innerText || e.textContent).join('\\n');
+"""
+
+#: JavaScript returning the rendered rows of the top-words DataTable (``"topic words"`` each)
+#: and its viewport's height and scroll height; ``arguments[0]`` scrolls it to the end first.
+JS_TABLE_ROWS = _JS_DEEP + """
+const vp = deep(document, '.slick-viewport', [])[0];
+if (!vp) return null;
+if (arguments[0]) { vp.scrollTop = vp.scrollHeight; vp.dispatchEvent(new Event('scroll')); }
+const rows = deep(document, '.slick-row', []).map(
+  r => Array.from(r.querySelectorAll('.slick-cell')).map(c => c.innerText).join(' '));
+return {rows: rows, height: vp.clientHeight, scroll_height: vp.scrollHeight};
+"""
