@@ -226,9 +226,10 @@ class LivePage:
         self.run_id: str | None = None
         self._seen_version = -1
         self._options: list[tuple[str, str]] = []
+        self._grid_figures = [f for f in self.panels.figures if f.visible]
         self.root = column(
             row(self.selector, self.status, sizing_mode="stretch_width"),
-            self.panels.grid(),
+            self.panels.grid(only_shown=True),
             row(column(self.panels.table_title, self.panels.table, sizing_mode="stretch_width"),
                 self.config, sizing_mode="stretch_width"),
             sizing_mode="stretch_width", name="biglda-root",
@@ -249,6 +250,7 @@ class LivePage:
         run = self.runs.get(self.run_id)
         if run is not None:
             self.panels.append(run)
+            self._sync_grid()
         self._refresh_header(run)
 
     def _on_select(self, attr: str, old: str, new: str) -> None:
@@ -263,9 +265,18 @@ class LivePage:
         self.run_id = run_id
         run = self.runs.get(run_id)
         self.panels.set_run(run)
+        self._sync_grid()
         if self.selector.value != run_id:
             self.selector.value = run_id
         self._refresh_header(run)
+
+    def _sync_grid(self) -> None:
+        """Lay the grid out again when the set of shown panels changed (a panel's ``when``):
+        a hidden figure would leave a hole in the grid."""
+        shown = [f for f in self.panels.figures if f.visible]
+        if shown != self._grid_figures:
+            self._grid_figures = shown
+            self.root.children[1] = self.panels.grid(only_shown=True)
 
     def _refresh_header(self, run: RunSeries | None) -> None:
         from dashboards.figures import config_table_html, status_html

@@ -105,3 +105,11 @@ const rows = deep(document, '.slick-row', []).map(
   r => Array.from(r.querySelectorAll('.slick-cell')).map(c => c.innerText).join(' '));
 return {rows: rows, height: vp.clientHeight, scroll_height: vp.scrollHeight};
 """
+
+#: JavaScript returning the titles of the plots in the page's grid, in grid order.
+JS_PLOT_TITLES = """
+const root = Bokeh.documents[0].get_model_by_name('biglda-root');
+if (root == null) return null;
+const grid = root.children[1];
+return grid.children.map(c => (Array.isArray(c) ? c[0] : c).title.text);
+"""

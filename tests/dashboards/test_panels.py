@@ -112,10 +112,12 @@ def test_when_hides_a_panel_the_run_cannot_fill():
     for r in fake_records("gibbs", 3, sampler="cgs"):
         log.add(r)
     page = LivePage(log)
-    fig = _plots([page.root])[mh.title]
+    fig = page.panels.figures[PANELS.index(mh)]
     assert fig.visible is False  # exact Gibbs: nothing to show, ever
+    assert mh.title not in _plots([page.root.children[1]])  # and no hole in the grid
     for r in fake_records("mh", 3, sampler="lightlda")[:1]:  # a start record only
         log.add(r)
     page.update()
     assert page.run_id == "mh" and fig.visible is True  # MH: its rates are coming
     assert all(f.visible for f in _plots([page.root]).values())
+    assert set(_plots([page.root.children[1]])) == {p.title for p in PANELS}

@@ -16,6 +16,7 @@ import cloudpickle
 import pytest
 from dash_helpers import fake_records, wait_for
 
+from dashboards.panels import PANELS
 from dashboards.plugin import PAGE, TOPIC, register
 
 TITLE = "<title>biglda: training</title>"
@@ -181,6 +182,7 @@ def test_page_under_a_dashboard_prefix():
 def test_page_lists_runs_and_switches_between_them(local_cluster, browser, artifacts_dir):
     from dash_helpers import (
         JS_DEEP_TEXT,
+        JS_PLOT_TITLES,
         JS_SOURCE_DATA,
         JS_TABLE_ROWS,
         console_errors,
@@ -191,7 +193,8 @@ def test_page_lists_runs_and_switches_between_them(local_cluster, browser, artif
     url = register(client)
     origin = "/".join(url.split("/")[:3])
     n_topics = 40  # more than the table shows at once: it must scroll to the last
-    client.run_on_scheduler(_log_on_scheduler, fake_records("multi-a", 9, n_topics=n_topics))
+    client.run_on_scheduler(_log_on_scheduler,
+                            fake_records("multi-a", 9, n_topics=n_topics, sampler="cgs"))
     multi_b = fake_records("multi-b", 6)
     client.run_on_scheduler(_log_on_scheduler, multi_b[:4])  # start + 3 iterations: running
     reset_page(browser)
@@ -203,6 +206,7 @@ def test_page_lists_runs_and_switches_between_them(local_cluster, browser, artif
 
     # the newest run is shown; the selector lists it first, then the earlier ones
     wait_for(lambda: n_points() == 3, 20, "the newest run's 3 points")
+    assert browser.execute_script(JS_PLOT_TITLES) == [p.title for p in PANELS]
     options = browser.execute_script(
         "return Bokeh.documents[0].get_model_by_name('biglda-run-select').options"
         ".map(o => Array.isArray(o) ? o : [o, o])")
@@ -215,6 +219,10 @@ def test_page_lists_runs_and_switches_between_them(local_cluster, browser, artif
     browser.execute_script(
         "Bokeh.documents[0].get_model_by_name('biglda-run-select').value = 'multi-a'")
     wait_for(lambda: n_points() == 9, 20, "the earlier run's 9 points")
+    # multi-a is exact Gibbs: the grid is laid out again without the MH panel (no hole)
+    wait_for(lambda: browser.execute_script(JS_PLOT_TITLES)
+             == [p.title for p in PANELS if not p.title.startswith("Metropolis")], 20,
+             "the grid without the Metropolis-Hastings panel")
     # every topic is in the table: the last one is reached by scrolling it
     table = wait_for(lambda: (t := browser.execute_script(JS_TABLE_ROWS, False))
                      and len(t["rows"]) > 1 and t, 20, "the top-words table's rows")
