@@ -141,10 +141,15 @@ def _link_from_dask_pages(scheduler: Any) -> None:
         log.debug("cannot find Dask's navigation bar", exc_info=True)
         return
     for pages in lists:
-        if PAGE not in pages:
-            pages.insert(pages.index("status") + 1 if "status" in pages else len(pages), PAGE)
+        _add_nav_entry(pages)
     if not lists:
         log.debug("no navigation bar found in Dask's pages; /%s is not linked", PAGE)
+
+
+def _add_nav_entry(pages: list[str]) -> None:
+    """Put ``biglda`` after ``status`` in a navigation bar's pages (once)."""
+    if PAGE not in pages:
+        pages.insert(pages.index("status") + 1 if "status" in pages else len(pages), PAGE)
 
 
 def _mount_page(scheduler: Any, runs: RunLog, prefix: str) -> Any:
@@ -156,9 +161,8 @@ def _mount_page(scheduler: Any, runs: RunLog, prefix: str) -> Any:
         from distributed.dashboard.scheduler import template_variables
 
         extra = template_variables(scheduler)
-        pages = extra.get("pages")
-        if isinstance(pages, list) and PAGE not in pages:  # our own entry, marked active
-            pages.insert(pages.index("status") + 1 if "status" in pages else len(pages), PAGE)
+        if isinstance(extra.get("pages"), list):  # the same bar as on Dask's pages
+            _add_nav_entry(extra["pages"])
     except Exception:  # pragma: no cover - dashboard extras missing; the page works without
         log.debug("no Dask dashboard template variables", exc_info=True)
     app = BokehApplication({f"/{PAGE}": functools.partial(_page_doc, runs)}, scheduler,
@@ -226,7 +230,7 @@ class LivePage:
         self.run_id: str | None = None
         self._seen_version = -1
         self._options: list[tuple[str, str]] = []
-        self._grid_figures = [f for f in self.panels.figures if f.visible]
+        self._grid_figures = [id(f) for f in self.panels.figures if f.visible]
         self.root = column(
             row(self.selector, self.status, sizing_mode="stretch_width"),
             self.panels.grid(only_shown=True),
@@ -273,7 +277,7 @@ class LivePage:
     def _sync_grid(self) -> None:
         """Lay the grid out again when the set of shown panels changed (a panel's ``when``):
         a hidden figure would leave a hole in the grid."""
-        shown = [f for f in self.panels.figures if f.visible]
+        shown = [id(f) for f in self.panels.figures if f.visible]
         if shown != self._grid_figures:
             self._grid_figures = shown
             self.root.children[1] = self.panels.grid(only_shown=True)
