@@ -4,8 +4,10 @@
   of the ``biglda.plugins`` group: ``register(client) -> url``).
 - :mod:`dashboards.report`: ``write_report(model, out)``, the HTML report of a finished
   run behind ``biglda report``.
-- :mod:`dashboards.records` / :mod:`dashboards.figures`: the record series and Bokeh
-  panels both share, so the live page and the report plot the same numbers.
+- :mod:`dashboards.panels`: the panel table (``PANELS``), what both draw, as data.
+- :mod:`dashboards.records` / :mod:`dashboards.figures`: the record series and the Bokeh
+  rendering of the panel table both share, so the live page and the report plot the same
+  numbers.
 
 The ``biglda`` package never imports this package; it finds it through entry points.
 """

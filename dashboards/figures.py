@@ -1,9 +1,12 @@
 """The Bokeh panels of a training run, shared by the live ``/biglda`` page and the report.
 
-:class:`RunPanels` owns the data sources and the figures drawn from them; the live page
-streams new records into the sources, the static report fills them once. Sources carry
-Bokeh ``name``\\ s (``biglda-history``, ``biglda-top-words``, ...) so a browser test can
-read them back with ``Bokeh.documents[0].get_model_by_name(name)``.
+:class:`RunPanels` draws the panel table (:data:`dashboards.panels.PANELS`): it owns the
+data sources and one figure per :class:`~dashboards.panels.Panel`; the live page streams
+new records into the sources, the static report fills them once. Sources carry Bokeh
+``name``\\ s (``biglda-history``, ``biglda-top-words``, ``biglda-<field>`` for a per-worker
+panel) so a browser test can read them back with
+``Bokeh.documents[0].get_model_by_name(name)``; each figure is named
+``biglda-panel-<index>``.
 """
 
 from __future__ import annotations
@@ -21,48 +24,48 @@ from bokeh.models import (
     NumeralTickFormatter,
     Range1d,
     TableColumn,
+    Title,
 )
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
+from dashboards import panels as panel_table
+from dashboards.panels import Panel, history_fields
 from dashboards.records import (
     RunSeries,
-    clock_columns,
     format_bytes,
     format_seconds,
     history_columns,
+    latest_columns,
     per_worker_columns,
+    short_worker,
     top_words_columns,
+    worker_names,
 )
 
 PANEL_HEIGHT = 240
 PANEL_WIDTH = 430
 #: Words per topic shown in the table.
 TABLE_WORDS = 12
-
-_BLUE, _ORANGE, _GREEN = Category10_10[0], Category10_10[1], Category10_10[2]
+#: Height of a row of the top-words table (Bokeh's DataTable default) and how many rows
+#: it shows before it scrolls.
+TABLE_ROW = 25
+TABLE_ROWS_MAX = 24
 
 
 def panel_figure(title: str, x_label: str, y_label: str, **kw: Any):
     """A figure with the page's size, tools and label style."""
     kw.setdefault("height", PANEL_HEIGHT)
     kw.setdefault("width", PANEL_WIDTH)
-    fig = figure(title=title, tools="pan,wheel_zoom,box_zoom,reset,save",
-                 toolbar_location="above", **kw)
+    # A Title model, not a string: Bokeh converts a string only while property validation
+    # is on, and Dask's dashboard turns validation off (process-wide) in its callbacks.
+    fig = figure(title=Title(text=title, text_font_size="11pt"),
+                 tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="above", **kw)
     fig.xaxis.axis_label = x_label
     fig.yaxis.axis_label = y_label
-    fig.title.text_font_size = "11pt"
     fig.axis.axis_label_text_font_style = "normal"
     fig.min_border_left = 60
     return fig
-
-
-def _line(fig, source, x: str, y: str, color: str, label: str | None = None, fmt: str = "0.000"):
-    kw = {"legend_label": label} if label else {}
-    fig.line(x, y, source=source, color=color, line_width=2, **kw)
-    fig.scatter(x, y, source=source, color=color, size=3, **kw)
-    fig.add_tools(HoverTool(tooltips=[("iteration", "@iteration"), (label or y, f"@{y}{{{fmt}}}")],
-                            mode="vline", renderers=fig.renderers[-1:]))
 
 
 def _quiet_legend(fig) -> None:
@@ -79,18 +82,26 @@ def _quiet_legend(fig) -> None:
     legend.label_height = 10
 
 
-def _worker_colors(n: int) -> list[str]:
+def _colors(n: int) -> list[str]:
     return [Category10_10[i % len(Category10_10)] for i in range(n)]
 
 
 class RunPanels:
-    """Sources + figures for one run. ``set_run`` redraws, ``append`` streams new records."""
+    """Sources + figures for one run. ``set_run`` redraws, ``append`` streams new records.
 
-    def __init__(self) -> None:
-        self.history = ColumnDataSource(history_columns([]), name="biglda-history")
-        self.per_worker = ColumnDataSource({"xs": [], "ys": [], "worker": [], "color": []},
-                                           name="biglda-per-worker")
-        self.clocks = ColumnDataSource({**clock_columns(None), "color": []}, name="biglda-clocks")
+    Parameters
+    ----------
+    panels : list of Panel, optional
+        The panels to draw; :data:`dashboards.panels.PANELS` (read at construction) if None.
+    """
+
+    def __init__(self, panels: list[Panel] | None = None) -> None:
+        self.panels = list(panel_table.PANELS if panels is None else panels)
+        self.fields = history_fields(self.panels)
+        #: The per-worker fields: a worker gets one colour across all their panels.
+        self.worker_fields = [p.y[0] for p in self.panels if p.kind != "line"]
+        self.history = ColumnDataSource(history_columns([], self.fields), name="biglda-history")
+        self.sources: dict[int, ColumnDataSource] = {}  # by panel index
         self.top_words = ColumnDataSource(top_words_columns(None), name="biglda-top-words")
         self._n_records = 0
         self._top_words_iteration: int | None = None
@@ -99,80 +110,81 @@ class RunPanels:
             source=self.top_words, name="biglda-top-words-table",
             columns=[TableColumn(field="topic", title="topic", width=50),
                      TableColumn(field="words", title="top words", width=900)],
-            index_position=None, reorderable=False, height=320, sizing_mode="stretch_width",
+            index_position=None, reorderable=False, row_height=TABLE_ROW,
+            height=self._table_height(0), sizing_mode="stretch_width",
         )
         self.table_title = Div(text="<b>Top words per topic</b>", name="biglda-top-words-title")
 
     # ----------------------------------------------------------------- figures
     def _build_figures(self) -> list:
-        h = self.history
-        ll = panel_figure("Log-likelihood per token", "iteration", "LL / token")
         # Every per-iteration panel shares one x range: zooming one zooms all, and a
-        # panel without data (acceptance under CGS) still gets a sensible axis.
-        x_it = ll.x_range
-        _line(ll, h, "iteration", "ll_per_token", _BLUE)
+        # panel without data yet still gets a sensible axis.
+        shared: dict[str, Any] = {}
+        figures = []
+        for i, panel in enumerate(self.panels):
+            kw: dict[str, Any] = {}
+            if panel.kind == "latest":
+                kw["x_range"] = FactorRange(factors=[])
+            elif panel.x in shared:
+                kw["x_range"] = shared[panel.x]
+            fig = panel_figure(panel.title, panel.x_label, panel.y_label, **kw)
+            fig.name = f"biglda-panel-{i}"
+            shared.setdefault(panel.x, fig.x_range)
+            {"line": self._draw_lines, "per_worker": self._draw_per_worker,
+             "latest": self._draw_latest}[panel.kind](fig, i, panel)
+            fig.yaxis.formatter = NumeralTickFormatter(format=panel.format)
+            if panel.y_start is not None and panel.y_end is not None:
+                fig.y_range = Range1d(panel.y_start, panel.y_end)
+            elif panel.y_start is not None:
+                fig.y_range.start = panel.y_start
+            figures.append(fig)
+        return figures
 
-        ll_t = panel_figure("Log-likelihood per token over time", "elapsed (s)", "LL / token")
-        _line(ll_t, h, "elapsed", "ll_per_token", _BLUE)
+    def _draw_lines(self, fig, i: int, panel: Panel) -> None:
+        src = self.history
+        for field, color, label in zip(panel.y, _colors(len(panel.y)),
+                                       panel.labels or [None] * len(panel.y), strict=True):
+            kw = {"legend_label": label} if label else {}
+            fig.line(panel.x, field, source=src, color=color, line_width=2, **kw)
+            fig.scatter(panel.x, field, source=src, color=color, size=3, **kw)
+            fig.add_tools(HoverTool(
+                tooltips=[(panel.x_label, f"@{panel.x}"),
+                          (label or panel.y_label or field, f"@{field}{{{panel.format}}}")],
+                mode="vline", renderers=fig.renderers[-1:]))
+        if panel.labels:
+            _quiet_legend(fig)
 
-        tps = panel_figure("Throughput, all workers", "iteration", "tokens / s", x_range=x_it)
-        _line(tps, h, "iteration", "tokens_per_s", _GREEN, fmt="0,0")
-        tps.yaxis.formatter = NumeralTickFormatter(format="0.[000]a")
-
-        tpw = panel_figure("Throughput per worker", "iteration", "tokens / s", x_range=x_it)
-        tpw.multi_line("xs", "ys", source=self.per_worker, color="color", line_width=2,
+    def _draw_per_worker(self, fig, i: int, panel: Panel) -> None:
+        src = self.sources[i] = ColumnDataSource(
+            {"xs": [], "ys": [], "worker": [], "color": []}, name=f"biglda-{panel.y[0]}")
+        fig.multi_line("xs", "ys", source=src, color="color", line_width=2,
                        legend_field="worker")
-        tpw.yaxis.formatter = NumeralTickFormatter(format="0.[000]a")
-        _quiet_legend(tpw)
+        _quiet_legend(fig)
 
-        clk = panel_figure("Each worker's clock (now)", "worker", "clock",
-                      x_range=FactorRange(factors=[]))
-        clk.vbar(x="worker", top="clock", source=self.clocks, width=0.7, color="color")
-        clk.xaxis.major_label_orientation = 0.5
-        clk.y_range.start = 0
-        clk.add_tools(HoverTool(tooltips=[("worker", "@worker"), ("clock", "@clock")]))
-        self._clock_fig = clk
+    def _draw_latest(self, fig, i: int, panel: Panel) -> None:
+        src = self.sources[i] = ColumnDataSource(
+            {**latest_columns(None, panel.y[0]), "color": []}, name=f"biglda-{panel.y[0]}")
+        fig.vbar(x="worker", top="value", source=src, width=0.7, color="color")
+        fig.xaxis.major_label_orientation = 0.5
+        fig.add_tools(HoverTool(tooltips=[("worker", "@worker"),
+                                          (panel.y_label, f"@value{{{panel.format}}}")]))
 
-        spread = panel_figure("Clock spread (max - min clock)", "iteration", "clocks", x_range=x_it)
-        _line(spread, h, "iteration", "clock_spread", _ORANGE, fmt="0")
-        spread.y_range.start = 0
-
-        ps = panel_figure("Parameter-server traffic per clock", "iteration", "bytes", x_range=x_it)
-        _line(ps, h, "iteration", "bytes_pushed", _BLUE, "pushed", fmt="0.0 b")
-        _line(ps, h, "iteration", "bytes_pulled", _ORANGE, "pulled", fmt="0.0 b")
-        ps.yaxis.formatter = NumeralTickFormatter(format="0.0 b")
-        _quiet_legend(ps)
-
-        acc = panel_figure("Metropolis-Hastings acceptance rate", "iteration", "accepted / proposed", x_range=x_it)
-        _line(acc, h, "iteration", "accept_rate", _GREEN)
-        acc.y_range = Range1d(0, 1)
-        self._accept_fig = acc
-
-        ovh = panel_figure("Parameter-server overhead", "iteration", "share of iteration time", x_range=x_it)
-        _line(ovh, h, "iteration", "ps_overhead", _ORANGE)
-        ovh.yaxis.formatter = NumeralTickFormatter(format="0%")
-        ovh.y_range.start = 0
-        return [ll, ll_t, tps, tpw, clk, spread, ps, acc, ovh]
-
-    def grid(self, *, drop_empty_acceptance: bool = False):
-        """The panels in a grid; ``drop_empty_acceptance`` leaves out the MH acceptance
-        panel when it has no data (a finished exact-Gibbs run: nothing to show, ever)."""
-        figures = self.figures
-        if drop_empty_acceptance and not any(
-                v is not None and v == v for v in self.history.data.get("accept_rate", [])):
-            figures = [f for f in figures if f is not self._accept_fig]
+    def grid(self, *, only_shown: bool = False):
+        """The panels in a grid; ``only_shown`` leaves out the panels hidden for this run
+        (a panel's ``when``: e.g. no MH acceptance for exact Gibbs, ever)."""
+        figures = [f for f in self.figures if f.visible or not only_shown]
         return gridplot(figures, ncols=3, toolbar_location="right", merge_tools=True)
 
     # ----------------------------------------------------------------- data
     def set_run(self, run: RunSeries | None, sizes: list[float] | None = None) -> None:
         """Redraw everything from ``run`` (a run switch, or the static report)."""
         records = run.records if run else []
-        self.history.data = history_columns(records)
+        self.history.data = history_columns(records, self.fields)
         self._n_records = len(records)
         self._refresh_workers(records)
         self._top_words_iteration = None
         self._refresh_top_words(run, sizes)
-        self._refresh_titles(run)
+        self._refresh_shown(run)
 
     def append(self, run: RunSeries) -> None:
         """Stream the records of ``run`` that arrived since the last call."""
@@ -181,42 +193,52 @@ class RunPanels:
             self.set_run(run)
             return
         if len(records) > self._n_records:
-            self.history.stream(history_columns(records[self._n_records:]))
+            self.history.stream(history_columns(records[self._n_records:], self.fields))
             self._n_records = len(records)
             self._refresh_workers(records)
-            self._refresh_titles(run)
+            self._refresh_shown(run)
         if run.top_words_iteration != self._top_words_iteration:
             self._refresh_top_words(run)
 
     def _refresh_workers(self, records: list[dict[str, Any]]) -> None:
-        cols = per_worker_columns(records)
         # one colour per worker across panels: its place among all workers of the run
-        palette = dict(zip(cols["worker"], _worker_colors(len(cols["worker"])), strict=True))
-        cols["color"] = [palette[w] for w in cols["worker"]]
-        self.per_worker.data = cols
-        clocks = clock_columns(records[-1] if records else None)
-        clocks["color"] = [palette.get(w, "#7f7f7f") for w in clocks["worker"]]
-        if list(self._clock_fig.x_range.factors) != clocks["worker"]:
-            self._clock_fig.x_range.factors = clocks["worker"]
-        self.clocks.data = clocks
+        workers = [short_worker(w) for w in worker_names(records, self.worker_fields)]
+        palette = dict(zip(workers, _colors(len(workers)), strict=True))
+        for i, (panel, fig) in enumerate(zip(self.panels, self.figures, strict=True)):
+            if panel.kind == "per_worker":
+                cols = per_worker_columns(records, panel.y[0], panel.x)
+            elif panel.kind == "latest":
+                cols = latest_columns(records[-1] if records else None, panel.y[0])
+                if list(fig.x_range.factors) != cols["worker"]:
+                    fig.x_range.factors = cols["worker"]
+            else:
+                continue
+            cols["color"] = [palette.get(w, "#7f7f7f") for w in cols["worker"]]
+            self.sources[i].data = cols
 
     def _refresh_top_words(self, run: RunSeries | None, sizes: list[float] | None = None) -> None:
         top = run.top_words if run else None
         self._top_words_iteration = run.top_words_iteration if run else None
         self.top_words.data = top_words_columns(top, TABLE_WORDS, sizes)
+        # Every topic has a row: the table grows with them, then scrolls.
+        self.table.height = self._table_height(len(top or []))
         where = (f" (iteration {self._top_words_iteration})"
                  if self._top_words_iteration is not None else "")
-        self.table_title.text = (f"<b>Top words per topic{where}</b>" if top else
+        n = f", all {len(top)}" if top else ""
+        self.table_title.text = (f"<b>Top words per topic{where}{n}</b>" if top else
                                  "<b>Top words per topic</b> <i>(none yet: the trainer sends "
                                  "them every few clocks)</i>")
 
-    def _refresh_titles(self, run: RunSeries | None) -> None:
-        config = run.config if run else {}
-        sampler = str(config.get("sampler", config.get("algorithm", ""))).lower()
-        has_accept = bool(run and any(r.get("accept_rate") is not None for r in run.records))
-        self._accept_fig.title.text = (
-            "Metropolis-Hastings acceptance rate (n/a: exact Gibbs)"
-            if sampler == "cgs" and not has_accept else "Metropolis-Hastings acceptance rate")
+    @staticmethod
+    def _table_height(n_rows: int) -> int:
+        """Room for every row up to :data:`TABLE_ROWS_MAX` (then the table scrolls)."""
+        return TABLE_ROW * (1 + min(max(n_rows, 4), TABLE_ROWS_MAX)) + 4
+
+    def _refresh_shown(self, run: RunSeries | None) -> None:
+        for panel, fig in zip(self.panels, self.figures, strict=True):
+            shown = panel.shown(run)
+            if fig.visible != shown:
+                fig.visible = shown
 
 
 # --------------------------------------------------------------------------- HTML helpers
@@ -276,8 +298,9 @@ def status_html(run: RunSeries | None) -> str:
         ("workers", str(len(last.get("clocks") or {}) or "-")),
         ("PS pushed / pulled", f"{format_bytes(last.get('bytes_pushed'))} / "
                                f"{format_bytes(last.get('bytes_pulled'))}"),
-        ("corpus", f"{start.get('n_docs', '?')} docs, {start.get('n_tokens', '?')} tokens, "
-                   f"{start.get('n_words', '?')} words"),
+        ("output", run.out or "-"),
+        ("corpus", f"{run.corpus + ': ' if run.corpus else ''}{start.get('n_docs', '?')} docs, "
+                   f"{start.get('n_tokens', '?')} tokens, {start.get('n_words', '?')} words"),
     ]
     cells = "".join(
         f"<span style='margin-right:18px'><span style='color:#666'>{html.escape(k)}</span> "

@@ -5,7 +5,8 @@ The trainer publishes its metrics records with ``client.log_event("biglda", reco
 external ``dask scheduler`` alike), receives every record through the ``log_event``
 plugin hook and keeps its own series per run (the scheduler itself keeps only the last
 1,000 events of a topic). On ``start`` it mounts a Bokeh application at ``/biglda`` on
-the scheduler's HTTP server, next to Dask's own pages.
+the scheduler's HTTP server, next to Dask's own pages, and adds ``biglda`` to the navigation
+bar of those pages (``/status`` and the others), so the page is one click from Dask's.
 
 Loaded through the ``biglda.plugins`` entry point (name ``dashboard``)::
 
@@ -82,6 +83,7 @@ class DashboardPlugin(SchedulerPlugin):
             mount = _Mount(runs, _mount_page(scheduler, runs, prefix),
                            prefix.rstrip("/") + "/" + PAGE)
             _MOUNTS[scheduler] = mount
+            _link_from_dask_pages(scheduler)
         self.runs = mount.runs
 
     def log_event(self, topic: str, msg: Any) -> None:
@@ -99,6 +101,57 @@ def _dashboard_prefix(scheduler: Any) -> str:
     return "/"
 
 
+def _dask_nav_pages(scheduler: Any) -> list[list[str]]:
+    """The ``pages`` lists of the navigation bars of Dask's own Bokeh pages.
+
+    Dask builds ``/status``, ``/workers``, ... with one shared dict of template variables
+    (``distributed.dashboard.core.BokehApplication`` binds it to every page function with
+    ``functools.partial``), read again at each page load; its ``pages`` list is the
+    navigation bar. Dask offers no public hook to add an entry, so this finds that dict.
+    """
+    from bokeh.application.handlers.function import FunctionHandler
+    from bokeh.server.server import BokehTornado
+
+    found: list[list[str]] = []
+    for app in getattr(scheduler.http_application, "applications", []):
+        if not isinstance(app, BokehTornado):
+            continue
+        for ctx in app.applications.values():
+            for handler in ctx.application.handlers:
+                func = getattr(handler, "_func", None) if isinstance(
+                    handler, FunctionHandler) else None
+                args = getattr(func, "args", ())
+                pages = args[1].get("pages") if len(args) == 2 and isinstance(
+                    args[1], dict) else None
+                if isinstance(pages, list) and not any(pages is p for p in found):
+                    found.append(pages)
+    return found
+
+
+def _link_from_dask_pages(scheduler: Any) -> None:
+    """Add ``biglda`` to the navigation bar of Dask's pages (after ``status``).
+
+    The entry is a relative link, like Dask's own, so it follows a ``--dashboard-prefix``.
+    Pages opened from now on show it; when this version of Dask lays its pages out
+    differently, the page is still at ``/biglda``, only without the link.
+    """
+    try:
+        lists = _dask_nav_pages(scheduler)
+    except Exception:  # pragma: no cover - a Dask without this layout: no link, page works
+        log.debug("cannot find Dask's navigation bar", exc_info=True)
+        return
+    for pages in lists:
+        _add_nav_entry(pages)
+    if not lists:
+        log.debug("no navigation bar found in Dask's pages; /%s is not linked", PAGE)
+
+
+def _add_nav_entry(pages: list[str]) -> None:
+    """Put ``biglda`` after ``status`` in a navigation bar's pages (once)."""
+    if PAGE not in pages:
+        pages.insert(pages.index("status") + 1 if "status" in pages else len(pages), PAGE)
+
+
 def _mount_page(scheduler: Any, runs: RunLog, prefix: str) -> Any:
     from distributed.dashboard.core import BokehApplication
     from tornado.ioloop import IOLoop
@@ -108,6 +161,8 @@ def _mount_page(scheduler: Any, runs: RunLog, prefix: str) -> Any:
         from distributed.dashboard.scheduler import template_variables
 
         extra = template_variables(scheduler)
+        if isinstance(extra.get("pages"), list):  # the same bar as on Dask's pages
+            _add_nav_entry(extra["pages"])
     except Exception:  # pragma: no cover - dashboard extras missing; the page works without
         log.debug("no Dask dashboard template variables", exc_info=True)
     app = BokehApplication({f"/{PAGE}": functools.partial(_page_doc, runs)}, scheduler,
@@ -166,7 +221,8 @@ class LivePage:
 
         self.runs = runs
         self.panels = RunPanels()
-        self.selector = Select(title="Run", width=360, name="biglda-run-select")
+        self.selector = Select(title="Run (output <- corpus)", width=480,
+                               name="biglda-run-select")
         self.selector.on_change("value", self._on_select)
         self.status = Div(name="biglda-status", sizing_mode="stretch_width")
         self.config = Div(name="biglda-config", width=360)
@@ -174,9 +230,10 @@ class LivePage:
         self.run_id: str | None = None
         self._seen_version = -1
         self._options: list[tuple[str, str]] = []
+        self._grid_figures = [id(f) for f in self.panels.figures if f.visible]
         self.root = column(
             row(self.selector, self.status, sizing_mode="stretch_width"),
-            self.panels.grid(),
+            self.panels.grid(only_shown=True),
             row(column(self.panels.table_title, self.panels.table, sizing_mode="stretch_width"),
                 self.config, sizing_mode="stretch_width"),
             sizing_mode="stretch_width", name="biglda-root",
@@ -197,6 +254,7 @@ class LivePage:
         run = self.runs.get(self.run_id)
         if run is not None:
             self.panels.append(run)
+            self._sync_grid()
         self._refresh_header(run)
 
     def _on_select(self, attr: str, old: str, new: str) -> None:
@@ -211,9 +269,18 @@ class LivePage:
         self.run_id = run_id
         run = self.runs.get(run_id)
         self.panels.set_run(run)
+        self._sync_grid()
         if self.selector.value != run_id:
             self.selector.value = run_id
         self._refresh_header(run)
+
+    def _sync_grid(self) -> None:
+        """Lay the grid out again when the set of shown panels changed (a panel's ``when``):
+        a hidden figure would leave a hole in the grid."""
+        shown = [id(f) for f in self.panels.figures if f.visible]
+        if shown != self._grid_figures:
+            self._grid_figures = shown
+            self.root.children[1] = self.panels.grid(only_shown=True)
 
     def _refresh_header(self, run: RunSeries | None) -> None:
         from dashboards.figures import config_table_html, status_html
@@ -229,8 +296,17 @@ class LivePage:
 
 
 def _run_label(run: RunSeries) -> str:
+    """``demo/model.zarr <- demo/corpus.zarr | ok | 21:03:04 | 3f2a9c``: what a user knows a
+    run by (where it writes and what it reads) before the id that tells two apart."""
     when = time.strftime("%H:%M:%S", time.localtime(run.first_seen))
-    return f"{run.run_id} - {run.status} (since {when})"
+    what = (f"{_path_tail(run.out) or '?'} <- {_path_tail(run.corpus) or '?'} | "
+            if run.out or run.corpus else "")
+    return f"{what}{run.status} | {when} | {run.run_id}"
+
+
+def _path_tail(path: str, parts: int = 2) -> str:
+    """The last ``parts`` components of a path or URL (``s3://b/x/y/m.zarr`` -> ``y/m.zarr``)."""
+    return "/".join(path.rstrip("/").split("/")[-parts:])
 
 
 # --------------------------------------------------------------------------- entry point

@@ -3,7 +3,8 @@
 Pure Python (no Bokeh, no Dask): the scheduler plugin feeds :class:`RunLog` from
 ``log_event("biglda", record)``; the live page and the static report both turn a run's
 records into columns with the ``*_columns`` functions, so the two always plot the same
-numbers. The record schema is in ``docs/contracts.md`` (start / iteration / end).
+numbers. The record schema is in ``docs/contracts.md`` (start / iteration / end); which
+fields are plotted, and how, is the panel table of :mod:`dashboards.panels`.
 """
 
 from __future__ import annotations
@@ -11,22 +12,9 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-#: Scalar fields of an iteration record that become one column each (missing -> NaN).
-SCALAR_FIELDS = (
-    "iteration",
-    "elapsed",
-    "ll_per_token",
-    "tokens_per_s",
-    "clock_spread",
-    "bytes_pushed",
-    "bytes_pulled",
-    "accept_rate",
-    "eta_s",
-    "ps_overhead",
-)
 
 
 @dataclass
@@ -54,6 +42,22 @@ class RunSeries:
     @property
     def config(self) -> dict[str, Any]:
         return dict((self.start or {}).get("config") or {})
+
+    @property
+    def sampler(self) -> str:
+        """The sampler's name as configured (``""`` before the start record)."""
+        config = self.config
+        return str(config.get("sampler", config.get("algorithm", ""))).lower()
+
+    @property
+    def out(self) -> str:
+        """Where the run writes its model (``""`` when the start record did not say)."""
+        return str((self.start or {}).get("out") or "")
+
+    @property
+    def corpus(self) -> str:
+        """The corpus the run trains on (``""`` when the start record did not say)."""
+        return str((self.start or {}).get("corpus") or "")
 
     @property
     def last(self) -> dict[str, Any] | None:
@@ -122,19 +126,20 @@ def _num(value: Any) -> float:
         return math.nan
 
 
-def history_columns(records: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """One column per scalar field, one row per iteration record."""
-    return {name: [_num(r.get(name)) for r in records] for name in SCALAR_FIELDS}
+def history_columns(records: list[dict[str, Any]], fields: Sequence[str]
+                    ) -> dict[str, list[float]]:
+    """One column per scalar field in ``fields``, one row per iteration record."""
+    return {name: [_num(r.get(name)) for r in records] for name in fields}
 
 
-def worker_names(records: list[dict[str, Any]]) -> list[str]:
-    """Every worker that appears in the per-worker fields, sorted.
+def worker_names(records: list[dict[str, Any]], keys: Sequence[str]) -> list[str]:
+    """Every worker that appears in the per-worker fields ``keys``, sorted.
 
-    Sorted, like :func:`clock_columns`, so a worker gets the same colour in every panel.
+    Sorted, like :func:`latest_columns`, so a worker gets the same colour in every panel.
     """
     seen: set[str] = set()
     for r in records:
-        for key in ("tokens_per_s_per_worker", "clocks"):
+        for key in keys:
             seen.update(map(str, r.get(key) or {}))
     return sorted(seen)
 
@@ -144,26 +149,27 @@ def short_worker(name: str) -> str:
     return name.split("://", 1)[-1]
 
 
-def per_worker_columns(records: list[dict[str, Any]], key: str = "tokens_per_s_per_worker"
+def per_worker_columns(records: list[dict[str, Any]], key: str, x: str = "iteration"
                        ) -> dict[str, list]:
-    """Columns for a ``multi_line``: one line per worker of ``record[key][worker]``."""
-    workers = worker_names(records)
+    """Columns for a ``multi_line``: one line per worker of ``record[key][worker]`` against
+    ``record[x]``."""
+    workers = worker_names(records, [key])
     xs: list[list[float]] = []
     ys: list[list[float]] = []
     for w in workers:
-        pts = [(_num(r.get("iteration")), _num((r.get(key) or {}).get(w)))
+        pts = [(_num(r.get(x)), _num((r.get(key) or {}).get(w)))
                for r in records if w in (r.get(key) or {})]
         xs.append([p[0] for p in pts])
         ys.append([p[1] for p in pts])
     return {"xs": xs, "ys": ys, "worker": [short_worker(w) for w in workers]}
 
 
-def clock_columns(record: dict[str, Any] | None) -> dict[str, list]:
-    """Each worker's current clock (bar chart rows) from the latest record."""
-    clocks = (record or {}).get("clocks") or {}
-    names = sorted(clocks)
+def latest_columns(record: dict[str, Any] | None, key: str) -> dict[str, list]:
+    """Each worker's ``record[key][worker]`` (bar chart rows), e.g. its clock now."""
+    values = (record or {}).get(key) or {}
+    names = sorted(values)
     return {"worker": [short_worker(w) for w in names],
-            "clock": [_num(clocks[w]) for w in names]}
+            "value": [_num(values[w]) for w in names]}
 
 
 def top_words_columns(top_words: list[list[str]] | None, n_words: int = 12,

@@ -102,15 +102,17 @@ def write_report(model: str, out: str, *, top_n: int = TOP_N) -> str:
     total = max(int(n_k.sum()), 1)
     sizes = [float(c) / total for c in n_k]
 
+    config = {"sampler": attrs.get("sampler") or "", **dict(attrs.get("config") or {})}
     run = RunSeries(run_id=str(history[0].get("run_id", "")) if history else "",
-                    start={"type": "start", "config": dict(attrs.get("config") or {})})
+                    start={"type": "start", "config": config, "out": model,
+                           "corpus": attrs.get("corpus", "")})
     for r in history:
         run.add({**r, "type": "iteration", "top_words": None})
     run.top_words = top_words
 
     panels = RunPanels()
     panels.set_run(run, sizes)
-    grid = panels.grid(drop_empty_acceptance=True)
+    grid = panels.grid(only_shown=True)  # the panel table, less what this run lacks
     grid.name = "biglda_grid"
     sizes_fig = topic_sizes_figure(sizes, top_words)
     sizes_fig.name = "biglda_sizes"

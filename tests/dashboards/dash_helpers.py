@@ -15,7 +15,8 @@ def fake_records(run_id: str, n: int, *, n_topics: int = 4, workers: int = 2,
     recs: list[dict] = [{
         "type": "start", "run_id": run_id, "n_tokens": 10_000, "n_docs": 100, "n_words": 500,
         "config": {"n_topics": n_topics, "iterations": n, "sampler": sampler},
-        "dashboard": "",
+        "dashboard": "", "corpus": f"/data/{run_id}/corpus.zarr",
+        "out": f"/runs/{run_id}/model.zarr",
     }]
     for i in range(1, n + 1):
         recs.append({
@@ -76,4 +77,39 @@ const data = src.data instanceof Map ? Object.fromEntries(src.data) : src.data;
 const out = {};
 for (const [k, v] of Object.entries(data)) out[k] = Array.from(v);
 return out;
+"""
+
+
+#: JavaScript collecting, through Bokeh's shadow DOMs, the elements matching a selector.
+_JS_DEEP = """
+function deep(root, sel, out) {
+  root.querySelectorAll(sel).forEach(e => out.push(e));
+  root.querySelectorAll('*').forEach(e => { if (e.shadowRoot) deep(e.shadowRoot, sel, out); });
+  return out;
+}
+"""
+
+#: JavaScript returning the text of every element matching ``arguments[0]`` (all options of
+#: a ``select``, say), as the browser renders it, joined by newlines.
+JS_DEEP_TEXT = _JS_DEEP + """
+return deep(document, arguments[0], []).map(e => e.innerText || e.textContent).join('\\n');
+"""
+
+#: JavaScript returning the rendered rows of the top-words DataTable (``"topic words"`` each)
+#: and its viewport's height and scroll height; ``arguments[0]`` scrolls it to the end first.
+JS_TABLE_ROWS = _JS_DEEP + """
+const vp = deep(document, '.slick-viewport', [])[0];
+if (!vp) return null;
+if (arguments[0]) { vp.scrollTop = vp.scrollHeight; vp.dispatchEvent(new Event('scroll')); }
+const rows = deep(document, '.slick-row', []).map(
+  r => Array.from(r.querySelectorAll('.slick-cell')).map(c => c.innerText).join(' '));
+return {rows: rows, height: vp.clientHeight, scroll_height: vp.scrollHeight};
+"""
+
+#: JavaScript returning the titles of the plots in the page's grid, in grid order.
+JS_PLOT_TITLES = """
+const root = Bokeh.documents[0].get_model_by_name('biglda-root');
+if (root == null) return null;
+const grid = root.children[1];
+return grid.children.map(c => (Array.isArray(c) ? c[0] : c).title.text);
 """

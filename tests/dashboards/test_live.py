@@ -116,6 +116,13 @@ def test_page_follows_real_training(live_run, demo_corpus, browser, artifacts_di
         "return d && d.text.includes(\"data-status='ok'\") ? d.text : null;"),
         20, "the header to report the run as finished")
     assert f"data-iterations='{ITERATIONS}'" in status
+    # the run selector names the run by where it writes and what it reads
+    labels = browser.execute_script(
+        "return Bokeh.documents[0].get_model_by_name('biglda-run-select').options"
+        ".map(o => Array.isArray(o) ? o[1] : o)")
+    tail = "/".join(pathlib.Path(live_run.out).parts[-2:])
+    corpus_tail = "/".join(pathlib.Path(demo_corpus).parts[-2:])
+    assert labels[0].startswith(f"{tail} <- {corpus_tail} | ok | "), labels
 
     # The top-words table shows words of the corpus's vocabulary, one row per topic.
     top = wait_for(lambda: (t := page("biglda-top-words")) and t["words"] and t, 20,

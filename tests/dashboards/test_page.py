@@ -52,3 +52,31 @@ def test_choosing_an_earlier_run_stops_following():
     assert [v for v, _ in page.selector.options] == ["third", "second", "first"]
     page._on_select("value", "first", "third")
     assert page.follow_latest and page.run_id == "third"
+
+
+def test_run_selector_and_header_name_output_and_corpus():
+    log = RunLog()
+    _feed(log, fake_records("3f2a9c", 4))
+    _feed(log, [{"type": "iteration", "run_id": "no-start", "iteration": 1}])
+    page = LivePage(log)
+    labels = dict(page.selector.options)
+    assert labels["3f2a9c"].startswith("3f2a9c/model.zarr <- 3f2a9c/corpus.zarr | ok | ")
+    assert labels["3f2a9c"].endswith(" | 3f2a9c")  # the id still tells two runs apart
+    assert labels["no-start"].startswith("running | ")  # nothing known: no made-up paths
+    page._on_select("value", "no-start", "3f2a9c")
+    assert "/runs/3f2a9c/model.zarr" in page.status.text
+    assert "/data/3f2a9c/corpus.zarr: 100 docs" in page.status.text
+
+
+def test_top_words_table_has_a_row_per_topic_and_room_for_them():
+    from dashboards.figures import TABLE_ROW, TABLE_ROWS_MAX
+
+    log = RunLog()
+    page = LivePage(log)
+    for k in (8, 60):
+        _feed(log, fake_records(f"k{k}", 5, n_topics=k))
+        page.update()
+        assert page.panels.top_words.data["topic"] == list(range(k))
+        rows_shown = min(k, TABLE_ROWS_MAX)  # beyond that the table scrolls
+        assert page.panels.table.height >= TABLE_ROW * (rows_shown + 1)
+        assert f"all {k}" in page.panels.table_title.text

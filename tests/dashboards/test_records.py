@@ -6,13 +6,13 @@ import math
 
 from dash_helpers import fake_records
 
+from dashboards.panels import PANELS, history_fields
 from dashboards.records import (
-    SCALAR_FIELDS,
     RunLog,
-    clock_columns,
     format_bytes,
     format_seconds,
     history_columns,
+    latest_columns,
     per_worker_columns,
     top_words_columns,
 )
@@ -50,8 +50,9 @@ def test_iteration_without_start_creates_running_run():
 
 def test_history_columns_align_and_turn_none_into_nan():
     recs = [r for r in fake_records("a", 6, sampler="cgs") if r["type"] == "iteration"]
-    cols = history_columns(recs)
-    assert set(cols) == set(SCALAR_FIELDS)
+    fields = history_fields(PANELS)
+    cols = history_columns(recs, fields)
+    assert set(cols) == set(fields) and {"iteration", "elapsed", "accept_rate"} <= set(fields)
     assert all(len(v) == 6 for v in cols.values())
     assert cols["iteration"] == [1, 2, 3, 4, 5, 6]
     assert cols["ll_per_token"] == [r["ll_per_token"] for r in recs]
@@ -60,13 +61,14 @@ def test_history_columns_align_and_turn_none_into_nan():
 
 def test_per_worker_and_clock_columns():
     recs = [r for r in fake_records("a", 4, workers=3) if r["type"] == "iteration"]
-    cols = per_worker_columns(recs)
+    cols = per_worker_columns(recs, "tokens_per_s_per_worker")
     assert cols["worker"] == ["127.0.0.1:40000", "127.0.0.1:40001", "127.0.0.1:40002"]
     assert cols["xs"][0] == [1, 2, 3, 4] and cols["ys"][1] == [1e4 + i for i in range(1, 5)]
-    clocks = clock_columns(recs[-1])
+    clocks = latest_columns(recs[-1], "clocks")
     assert clocks["worker"] == cols["worker"]
-    assert max(clocks["clock"]) - min(clocks["clock"]) <= 1
-    assert clock_columns(None) == {"worker": [], "clock": []}
+    assert clocks["value"] == [recs[-1]["clocks"][f"tcp://{w}"] for w in cols["worker"]]
+    assert max(clocks["value"]) - min(clocks["value"]) <= 1
+    assert latest_columns(None, "clocks") == {"worker": [], "value": []}
 
 
 def test_top_words_columns_and_formatting():
