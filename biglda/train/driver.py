@@ -13,7 +13,7 @@ Flow of one run::
     driver                      worker task (one per worker thread, biglda.train.worker)
     plan shards, place groups   read shard, z = init_z or checkpoint, remap to local vocab
     start PS actors + clock     push recount of its z to the table shards, tick(start)
-    wait clock.iteration(c) <-- per clock: wait SSP bound, pull deltas, sweep, doc LL, push,
+    mailbox.iteration(c)    <-- per clock: wait SSP bound, pull deltas, sweep, doc LL, push,
     one metrics record            checkpoint every N clocks, tick(c + 1) with its stats
     stop rule -> clock.stop     ... until the stop clock; return z
     gather table, save model
@@ -51,8 +51,7 @@ from typing import Any
 import numpy as np
 
 from biglda.errors import ClusterError, ConfigError, OutputExistsError
-from biglda.ps.calls import call, call_all
-from biglda.ps.server import check_table_fits, start_parameter_server
+from biglda.ps import check_table_fits, start_parameter_server
 from biglda.train import checkpoint as ckpt
 from biglda.train.recovery import (
     EMBEDDED_MEMORY_CONFIG,
@@ -467,7 +466,7 @@ def clock_spread_s(busy: dict[str, list[float]]) -> float:
 
 
 def _top_words(ps, vocab: np.ndarray, n: int, timeout: float) -> list[list[str]]:
-    parts = call_all([a.top_words(n) for a in ps.shards], timeout, "top words")
+    parts = ps.tables.top_words(n, timeout)
     ids = np.concatenate([p[0] for p in parts])
     counts = np.concatenate([p[1] for p in parts])
     order = np.argsort(-counts, axis=0, kind="stable")[:n]
@@ -479,7 +478,7 @@ def _gather_table(ps, n_words: int, n_topics: int, timeout: float
                   ) -> tuple[np.ndarray, np.ndarray]:
     n_wk = np.zeros((n_words, n_topics), dtype=np.int32)
     n_k = np.zeros(n_topics, dtype=np.int64)
-    for start, rows, nk in call_all([a.table() for a in ps.shards], timeout, "gather table"):
+    for start, rows, nk in ps.tables.parts(timeout):
         n_wk[start:start + len(rows)] = rows
         n_k += nk
     return n_wk, n_k
@@ -728,7 +727,7 @@ def _abandon(client: Any, ps: Any, futures: list[Any], addrs: list[str], timeout
     from distributed import wait
 
     with contextlib.suppress(Exception):
-        ps.clock.abort().result(timeout=5)
+        ps.clock.abort(timeout=5)
     with contextlib.suppress(Exception):
         live = live_workers(client)
         running = [f for f, a in zip(futures, addrs, strict=True) if a in live]
@@ -776,8 +775,8 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
     measure_from = st.start_clock + (1 if cfg.balance_after > 1 else 0)
     for addr, members in groups:
         spec = GroupSpec(
-            corpus_url=corpus.url, shards=tuple(members), ps_shards=ps.shards, clock=ps.clock,
-            bounds=ps.bounds, n_topics=cfg.n_topics, n_words=corpus.n_words, alpha=alpha,
+            corpus_url=corpus.url, shards=tuple(members), ps=ps.client,
+            n_topics=cfg.n_topics, n_words=corpus.n_words, alpha=alpha,
             beta=cfg.beta, sampler=cfg.sampler, sampler_params=dict(cfg.sampler_params),
             seed=cfg.seed, start_clock=st.start_clock, stop_clock=stop_clock,
             staleness=cfg.staleness, checkpoint_url=ck_url if ck_url else st.ck_read,
@@ -815,27 +814,24 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
     try:
         while c < stop_clock:
             st.clock = c
-            stats = call(ps.clock.iteration(c, timeout=poll), poll + cfg.call_timeout,
-                         "waiting for the shards", check=watch)
+            stats = ps.mailbox.iteration(c, poll, cfg.call_timeout, check=watch)
             if stats is None:
                 _check_tasks(futures)
                 check_workers(client, used)
                 if interrupted.set and st.stop_reason != "interrupted":
                     st.stop_reason = "interrupted"
-                    stop_clock = call(ps.clock.stop(None), cfg.call_timeout, "stop")
+                    stop_clock = ps.clock.stop(cfg.call_timeout)
                 continue
-            word = call_all([a.snapshot(c) for a in ps.shards], cfg.call_timeout, "log-lik",
-                            check=watch)
+            word = ps.tables.snapshots(c, cfg.call_timeout, check=watch)
             if any(w is None for w in word):  # cannot happen: ticks follow pushes
                 raise ClusterError(f"table shards have no snapshot of clock {c}")
-            clocks = call(ps.clock.clocks(), cfg.call_timeout, "clocks", check=watch)
+            clocks = ps.clock.clocks(cfg.call_timeout, check=watch)
             rec = _record(run_id, c, cfg, stats, word, corpus.n_tokens, corpus.n_words,
                           t_prev, t0, clocks, placement, history)
             new_alpha = _optimized_alpha(stats, alpha, cfg)
             if new_alpha is not None:
                 # published before any shard may start c + 1 with it (BSP: they wait for it)
-                call(ps.clock.set_alpha(c + 1, new_alpha), cfg.call_timeout, "set alpha",
-                     check=watch)
+                ps.alpha.publish(c + 1, new_alpha, cfg.call_timeout, check=watch)
                 alpha = new_alpha
                 rec["alpha"] = [float(a) for a in alpha]
             rec["stragglers"] = find_stragglers(list(stats.values()), cfg.straggler_factor)
@@ -863,7 +859,7 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
                 _stop_reason(cfg, history, time.time() - t0)
             if reason and c < stop_clock and st.stop_reason == "iterations":
                 st.stop_reason = reason
-                stop_clock = call(ps.clock.stop(None), cfg.call_timeout, "stop")
+                stop_clock = ps.clock.stop(cfg.call_timeout)
             if c == bal_clock and st.stop_reason == "iterations":
                 st.balanced = True  # once per attempt line, restart or not
                 if rec["checkpoint"] != c:
@@ -899,7 +895,7 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
     for r in results:
         z.update(r)
     if ck_url is not None and stop_clock % max(1, cfg.checkpoint_every):
-        notes = call(ps.clock.get_notes(), cfg.call_timeout, "notes")
+        notes = ps.mailbox.notes(cfg.call_timeout)
         finals = {tuple(n.get("final_checkpoint", ())) for n in notes.values()}
         if len(notes) == n_shards and len(finals) == 1:
             done, slot = finals.pop()
@@ -911,8 +907,8 @@ def _attempt(client: Any, corpus: Any, cfg: TrainConfig, shards: list[Any],
                             "%d with the records of iterations %s", done, c,
                             _iterations(history))
     n_wk, n_k = _gather_table(ps, corpus.n_words, cfg.n_topics, cfg.call_timeout)
-    state = call(ps.clock.state(), cfg.call_timeout, "clock state")
-    info = call_all([a.info() for a in ps.shards], cfg.call_timeout, "ps info")
+    state = ps.clock.state(cfg.call_timeout)
+    info = ps.tables.info(cfg.call_timeout)
     ps.close()
     del futures
     return TrainResult(z=z, shards=shards, n_wk=n_wk, n_k=n_k, history=history,

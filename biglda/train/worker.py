@@ -17,8 +17,9 @@ such task per worker thread. Each worker runs its actors' sync methods in a sepa
 thread and ``async`` ones (the clock) on its event loop, so a task waiting on a clock never
 blocks an actor.
 
-Every actor call has a timeout (:mod:`biglda.ps.calls`); a clock wait is a sequence of short
-server-side waits, so a lost clock actor surfaces as a :class:`biglda.errors.ClusterError`.
+Every parameter-server call goes through the client (:class:`biglda.ps.PSClient`) and has a
+timeout; a clock wait is a sequence of short server-side waits, so a lost clock actor surfaces
+as a :class:`biglda.errors.ClusterError`.
 """
 
 from __future__ import annotations
@@ -29,11 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from biglda.ps.cache import ShardCache
-from biglda.ps.calls import call
+from biglda.ps import ALL_CLOCKS, ClockAnswer, PSClient, ShardCache
 from biglda.train import checkpoint as ckpt
-
-FRESHEST = 2**62  # "every clock that has arrived"
 
 
 @dataclass(frozen=True)
@@ -42,9 +40,7 @@ class GroupSpec:
 
     corpus_url: str
     shards: tuple[Any, ...]          # biglda.corpus Shard objects
-    ps_shards: tuple[Any, ...]       # PSShard actors
-    clock: Any                       # ClockServer actor
-    bounds: np.ndarray
+    ps: PSClient
     n_topics: int
     n_words: int
     alpha: np.ndarray
@@ -117,23 +113,19 @@ def _hist_stats(doc_ptr: np.ndarray, z: np.ndarray, n_topics: int) -> list[np.nd
     return [ch.astype(small), lh.astype(small)]
 
 
-def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray) -> np.ndarray | str:
+def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray
+           ) -> np.ndarray | ClockAnswer:
     """The alpha to sweep ``clock`` with: the newest published one. Under BSP, at the clock
     right after an optimization, wait until the driver published exactly that one (so a seed and
-    layout give the same run). ``"abort"`` / ``"stop"``: the run was aborted / stops."""
+    layout give the same run). ``ABORT`` / ``STOP``: the run was aborted / stops."""
     need = (spec.staleness == 0 and clock > spec.start_clock
             and alpha_due(clock, spec.optimize_alpha_every, spec.optimize_alpha_burn_in))
-    while True:
-        got = call(spec.clock.get_alpha(clock, need, timeout=spec.wait_chunk),
-                   spec.wait_chunk + spec.call_timeout,
-                   f"shard {shard}: waiting for the alpha of clock {clock}")
-        if isinstance(got, str):
-            if got == "wait":
-                continue
-            return got
-        if got is None:
-            return alpha
-        return np.asarray(got[1], dtype=np.float64)
+    answer, got = spec.ps.alpha.lookup(shard, clock, need, spec.wait_chunk, spec.call_timeout)
+    if answer is not ClockAnswer.GO:
+        return answer
+    if got is None:
+        return alpha
+    return np.asarray(got[1], dtype=np.float64)
 
 
 class _ShardState:
@@ -143,7 +135,7 @@ class _ShardState:
         self.index = int(shard.index)
         tokens, self.doc_ptr = corpus.read_shard(shard)
         self.doc_ptr = np.ascontiguousarray(self.doc_ptr, dtype=np.int64)
-        self.cache = ShardCache(self.index, tokens, spec.bounds, spec.n_topics)
+        self.cache = ShardCache(self.index, tokens, spec.ps.bounds, spec.n_topics)
         del tokens
         if spec.resume_attrs is not None:
             z = ckpt.read_z(spec.checkpoint_url, spec.resume_attrs, shard.token_start,
@@ -155,21 +147,6 @@ class _ShardState:
                             RandomKey(spec.seed, -1, self.index))
         self.attached = False
         self.slot = spec.checkpoint_slot
-
-
-def _wait(spec: GroupSpec, shard: int, clock: int) -> bool | None:
-    """Block until ``shard`` may start ``clock`` under SSP; False if the run stops first, None
-    if the driver aborted it (recovery from a lost worker: write nothing more)."""
-    while True:
-        state = call(spec.clock.wait(shard, clock, timeout=spec.wait_chunk),
-                     spec.wait_chunk + spec.call_timeout,
-                     f"shard {shard}: waiting for clock {clock}")
-        if state == "go":
-            return True
-        if state == "stop":
-            return False
-        if state == "abort":
-            return None
 
 
 def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
@@ -188,12 +165,11 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     for st in states:
         n_wk, _ = count_from_z(st.cache.tokens, st.doc_ptr, st.z, st.cache.n_local,
                                spec.n_topics)
-        st.cache.push_counts(spec.ps_shards, spec.start_clock - 1, n_wk, spec.call_timeout)
+        st.cache.push_counts(spec.ps.tables, spec.start_clock - 1, n_wk, spec.call_timeout)
         del n_wk
-        call(spec.clock.tick(st.index, spec.start_clock,
-                             {"shard": st.index, "worker": worker, "backend": backend,
-                              "init_s": time.time() - t_init}),
-             spec.call_timeout, f"shard {st.index}: clock tick")
+        spec.ps.clock.tick(st.index, spec.start_clock,
+                           {"shard": st.index, "worker": worker, "backend": backend,
+                            "init_s": time.time() - t_init}, spec.call_timeout)
 
     clock = spec.start_clock
     alpha = np.asarray(spec.alpha, dtype=np.float64)
@@ -202,16 +178,16 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
         for st in states:
             t0 = time.time()
             cpu0 = time.process_time()
-            go = _wait(spec, st.index, clock)
-            if go is None:  # aborted: the driver restarts every shard from a checkpoint
+            go = spec.ps.clock.wait(st.index, clock, spec.wait_chunk, spec.call_timeout)
+            if go is ClockAnswer.ABORT:  # the driver restarts every shard from a checkpoint
                 return {}
-            if not go:
+            if go is ClockAnswer.STOP:
                 running = False
                 break
             if spec.optimize_alpha_every > 0:
                 new = _alpha(spec, st.index, clock, alpha)
-                if isinstance(new, str):
-                    if new == "abort":  # the driver restarts every shard: write nothing more
+                if isinstance(new, ClockAnswer):
+                    if new is ClockAnswer.ABORT:  # the driver restarts every shard: write nothing
                         return {}
                     running = False
                     break
@@ -221,10 +197,10 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             # so a seed and shard layout give the same run. SSP: whatever has arrived (at least
             # up to clock - 1 - s, by the wait) — fresher reads than the bound are allowed and
             # help a slow shard most.
-            upto = clock - 1 if spec.staleness == 0 else FRESHEST
-            pulled = (st.cache.refresh(spec.ps_shards, upto, spec.call_timeout)
+            upto = clock - 1 if spec.staleness == 0 else ALL_CLOCKS
+            pulled = (st.cache.refresh(spec.ps.tables, upto, spec.call_timeout)
                       if st.attached else
-                      st.cache.attach(spec.ps_shards, upto, spec.call_timeout))
+                      st.cache.attach(spec.ps.tables, upto, spec.call_timeout))
             st.attached = True
             t_pull = time.time()
             kcpu0 = time.thread_time()
@@ -239,7 +215,7 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             t_sweep = time.time()
             doc_ll = float(doc_loglik(st.doc_ptr, st.z, alpha, spec.n_topics))
             t_ll = time.time()
-            pushed = st.cache.push(spec.ps_shards, clock, res.delta_words, res.delta_topics,
+            pushed = st.cache.push(spec.ps.tables, clock, res.delta_words, res.delta_topics,
                                    res.delta_counts, spec.call_timeout)
             t_push = time.time()
             done = clock + 1
@@ -267,8 +243,7 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             if done < spec.stop_clock and alpha_due(done, spec.optimize_alpha_every,
                                                     spec.optimize_alpha_burn_in):
                 stats["alpha_hist"] = _hist_stats(st.doc_ptr, st.z, spec.n_topics)
-            call(spec.clock.tick(st.index, done, stats), spec.call_timeout,
-                 f"shard {st.index}: clock tick")
+            spec.ps.clock.tick(st.index, done, stats, spec.call_timeout)
         else:
             clock += 1
     # Stopped early (driver's stop rule): make the last state resumable too.
@@ -276,6 +251,6 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
         for st in states:
             if clock % spec.checkpoint_every:
                 ckpt.write_shard_z(spec.checkpoint_url, st.slot, st.index, st.z)
-                call(spec.clock.note(st.index, {"final_checkpoint": [clock, st.slot]}),
-                     spec.call_timeout, f"shard {st.index}: clock note")
+                spec.ps.mailbox.note(st.index, {"final_checkpoint": [clock, st.slot]},
+                                     spec.call_timeout)
     return {st.index: st.z for st in states}
