@@ -718,7 +718,7 @@ def _abandon(client: Any, ps: Any, futures: list[Any], addrs: list[str], timeout
     """Stop an attempt: abort the tasks, wait for those on live workers, free everything.
 
     Waiting matters: a task still running when the next attempt starts could write its ``z``
-    into the checkpoint slot the new tasks write. A task on a live worker gets "abort" from a
+    into the checkpoint slot the new tasks write. A task on a live worker gets ``ABORT`` from a
     live clock at its next wait; one blocked in a call to a dead actor (up to the connect
     timeout) can write nothing more, and it blocks only its own thread (tasks secede, see
     :func:`biglda.train.recovery.run_group_failfast`), so the wait is short. Tasks on a lost

@@ -322,7 +322,7 @@ def run_group_failfast(spec: Any, connect_timeout: float) -> dict[int, np.ndarra
     task blocked in such a call would hold its worker's only thread, and the recovered run's
     task for that worker could not start until it returns. Seceded, it blocks only its own
     thread; it ends with an error at the latest after ``call_timeout`` and can no longer write
-    a checkpoint (its next step needs the dead actor, or gets "abort" from the live clock).
+    a checkpoint (its next step needs the dead actor, or gets ``ABORT`` from the live clock).
     The connect timeout is shortened while the task runs (process-wide: kept well above a
     healthy connect on a cluster network).
     """
