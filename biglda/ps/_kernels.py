@@ -88,3 +88,107 @@ def merge_coo(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_topics
     uniq = uniq[keep]
     return ((uniq // n_topics).astype(np.int32), (uniq % n_topics).astype(np.int32),
             summed[keep])
+
+
+@numba.njit(nogil=True, cache=True)
+def _fold(rows, topics, counts, n_rows, n_topics):  # pragma: no cover - jit
+    """Sum one clock's COO entries (any order, repeats allowed) into unique (row, topic) pairs
+    sorted by row, then topic; net zeros dropped.
+
+    rows int32 [M] in [0, n_rows), topics int32 [M] in [0, n_topics), counts int32 [M].
+    Returns ``(row_ptr int64 [n_rows + 1], topics int32 [U], counts int32 [U])``: row ``r``'s
+    entries are ``[row_ptr[r], row_ptr[r + 1])``. A counting sort by row and a dense [K]
+    accumulator per row: O(M + n_rows + Σ_r t_r log t_r), no global sort.
+    """
+    m = rows.shape[0]
+    start = np.zeros(n_rows + 1, np.int64)
+    for i in range(m):
+        start[rows[i] + 1] += 1
+    for r in range(n_rows):
+        start[r + 1] += start[r]
+    fill = start[:-1].copy()
+    order = np.empty(m, np.int64)
+    for i in range(m):
+        order[fill[rows[i]]] = i
+        fill[rows[i]] += 1
+    acc = np.zeros(n_topics, np.int64)
+    seen = np.zeros(n_topics, np.bool_)
+    touched = np.empty(n_topics, np.int64)
+    out_t = np.empty(m, np.int32)
+    out_c = np.empty(m, np.int32)
+    row_ptr = np.zeros(n_rows + 1, np.int64)
+    n = 0
+    for r in range(n_rows):
+        nt = 0
+        for j in range(start[r], start[r + 1]):
+            i = order[j]
+            k = topics[i]
+            if not seen[k]:
+                seen[k] = True
+                touched[nt] = k
+                nt += 1
+            acc[k] += counts[i]
+        if nt > 1:
+            touched[:nt].sort()
+        for q in range(nt):
+            k = touched[q]
+            if acc[k] != 0:
+                out_t[n] = k
+                out_c[n] = acc[k]
+                n += 1
+            acc[k] = 0
+            seen[k] = False
+        row_ptr[r + 1] = n
+    return row_ptr, out_t[:n].copy(), out_c[:n].copy()
+
+
+@numba.njit(nogil=True, cache=True)
+def _gather(row_ptr, topics, counts, sel, out_r, out_t, out_c, at):  # pragma: no cover - jit
+    """Copy the entries of rows ``sel`` (int64 [S]) into ``out_*`` from position ``at``;
+    return the position after the last one written (rows as int32)."""
+    n = at
+    for s in range(sel.shape[0]):
+        r = sel[s]
+        for j in range(row_ptr[r], row_ptr[r + 1]):
+            out_r[n] = r
+            out_t[n] = topics[j]
+            out_c[n] = counts[j]
+            n += 1
+    return n
+
+
+def fold(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_rows: int,
+         n_topics: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Checked wrapper of :func:`_fold`: ``(row_ptr, topics, counts)`` of the summed delta.
+
+    Examples
+    --------
+    >>> ptr, t, c = fold(np.array([2, 0, 2]), np.array([1, 0, 1]), np.array([1, 5, 2]), 3, 2)
+    >>> ptr.tolist(), t.tolist(), c.tolist()
+    ([0, 1, 1, 2], [0, 1], [5, 3])
+    """
+    if not (len(rows) == len(topics) == len(counts)):
+        raise ValueError("rows, topics and counts must have the same length")
+    return _fold(np.asarray(rows, dtype=np.int32), np.asarray(topics, dtype=np.int32),
+                 np.asarray(counts, dtype=np.int32), int(n_rows), int(n_topics))
+
+
+def gather(row_ptr: np.ndarray, topics: np.ndarray, counts: np.ndarray, sel: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of rows ``sel`` (sorted local ids) of a folded delta (:func:`fold`) as COO
+    ``(rows, topics, counts)``, all int32: a gather through ``row_ptr``, no sort.
+
+    Examples
+    --------
+    >>> ptr, t, c = fold(np.array([2, 0, 2]), np.array([1, 0, 1]), np.array([1, 5, 2]), 3, 2)
+    >>> [a.tolist() for a in gather(ptr, t, c, np.array([2]))]
+    [[2], [1], [3]]
+    """
+    sel = np.asarray(sel, dtype=np.int64)
+    n = int((row_ptr[sel + 1] - row_ptr[sel]).sum()) if len(sel) else 0
+    out_r = np.empty(n, np.int32)
+    out_t = np.empty(n, np.int32)
+    out_c = np.empty(n, np.int32)
+    if n:
+        _gather(row_ptr, topics, counts, sel, out_r, out_t, out_c, 0)
+    return out_r, out_t, out_c

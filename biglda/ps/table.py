@@ -4,30 +4,79 @@
 sums (this actor's part of ``n_k``; the global ``n_k`` is the sum of the parts). Pushes are
 pre-aggregated COO deltas, one per (worker shard, table shard, clock), idempotent: the actor
 keeps the last applied clock of every worker shard and ignores a push whose clock is not newer.
-Every applied push is also kept in a short log, so a worker shard pulls only the deltas of
-*other* shards it has not received yet, up to a given clock, restricted to its own vocabulary
-and merged into one delta ("move as little as possible": a delta of a clock is typically much
-smaller than the rows it touches once K is in the hundreds). Pulling by clock rather than
-"whatever arrived" makes BSP deterministic: the same seed and shard layout give the same run,
-on any number of workers. The log is trimmed to what some shard has not received yet. The
-actor also keeps the word part of the log-likelihood, Σ lgamma(n_wk + β) − lgamma(β), up to
-date incrementally (exact: each applied entry adds lgamma(new+β) − lgamma(old+β)), and
-snapshots it with its ``n_k`` part the moment every shard's push of a clock has arrived; under
-BSP this is exactly the table after that clock.
 
-Actor methods are vectorized and short: the hot paths are one numba loop over a delta
-(``_kernels``), never ``np.add.at``. Sync methods of all actors on one worker share one thread.
-Workers and the driver reach it through :class:`biglda.ps.client.TableClient`.
+Pulls by clock ("move as little as possible"; a delta of a clock is much smaller than the rows
+it touches once K is in the hundreds). What the server does per clock grows with the entries
+that changed, not with the number of clients:
+
+* **Fold once.** The moment every writer's push of clock ``c`` has arrived (where the
+  log-likelihood snapshot is taken), that clock's entries are summed once into ``D_c``: unique
+  (row, topic) pairs sorted by row with a ``row_ptr`` index over this actor's rows, and its
+  ``dk`` (:func:`biglda.ps._kernels.fold`, a counting sort, no global sort).
+* **Serve slices.** A pull gets, for every folded clock it holds nothing of, the slice of
+  ``D_c`` on its rows: a gather through ``row_ptr`` (over its vocabulary, or over the rows of
+  ``D_c`` through its mask, whichever is shorter), no sort; several clocks (SSP) are merged.
+  ``D_c`` contains the puller's own moves too: the reply says which clocks came folded and the
+  worker cache takes its own delta of those clocks out again (O(own entries),
+  :meth:`biglda.ps.cache.ShardCache.refresh`); integer sums do not depend on the order, so BSP
+  stays bit-identical.
+* **The per-writer log only for the frontier.** Entries of clocks not folded yet stay per
+  writer; a pull past the folded clocks (SSP's "whatever has arrived") gets the other writers'
+  entries of those clocks from it as before, so SSP freshness is unchanged. A folded clock's
+  per-writer entries are dropped at once unless some puller was sent part of that clock (it
+  then gets the rest per writer); ``D_c`` is dropped once every puller has all of clock ``c``.
+
+Pulling by clock rather than "whatever arrived" makes BSP deterministic: the same seed and
+shard layout give the same run, on any number of workers. The actor also keeps the word part of
+the log-likelihood, Σ lgamma(n_wk + β) − lgamma(β), up to date incrementally (exact: each
+applied entry adds lgamma(new+β) − lgamma(old+β)), and snapshots it with its ``n_k`` part the
+moment every shard's push of a clock has arrived; under BSP this is exactly the table after
+that clock. :meth:`TableShard.info` counts the work of pulls (entries scanned, gathered and
+merged) so tests check that one pull's cost does not grow with the number of clients.
+
+Actor methods are vectorized and short: the hot paths are numba loops (``_kernels``), never
+``np.add.at``. Sync methods of all actors on one worker share one thread. Workers and the
+driver reach it through :class:`biglda.ps.client.TableClient`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from biglda.ps._kernels import add_coo, apply_delta_ll, lgamma_table, merge_coo
+from biglda.ps._kernels import add_coo, apply_delta_ll, fold, gather, lgamma_table, merge_coo
 from biglda.ps.protocol import NO_CLOCK
+
+_EMPTY = np.zeros(0, dtype=np.int32)
+
+
+@dataclass(frozen=True, eq=False)
+class LogEntry:
+    """One writer's applied push of one clock: local rows, topics, counts (int32) and its dk."""
+
+    writer: int
+    rows: np.ndarray
+    topics: np.ndarray
+    counts: np.ndarray
+    dk: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class FoldedClock:
+    """Every writer's delta of one clock, summed: ``D_c``.
+
+    ``row_ptr`` int64 [R + 1] (row ``r``'s entries are ``[row_ptr[r], row_ptr[r + 1])``),
+    ``topics``/``counts`` int32 [U] sorted by (row, topic), ``rows`` int64: the distinct rows
+    that changed, ``dk`` int64 [K].
+    """
+
+    row_ptr: np.ndarray
+    topics: np.ndarray
+    counts: np.ndarray
+    rows: np.ndarray
+    dk: np.ndarray
 
 
 class TableShard:
@@ -63,10 +112,15 @@ class TableShard:
         self.row_ll = 0.0  # Σ over entries of lgamma(n + β) − lgamma(β)
         self._lg = lgamma_table(self.beta)
         self.applied = np.full(self.n_shards, NO_CLOCK, dtype=np.int64)  # last clock per shard
-        # log entries: (writer shard, clock, rows (local), topics, counts, dk)
-        self._log: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        # received[reader, writer]: newest clock of writer's deltas the reader has
+        # per-writer entries by clock: the frontier (clocks not folded yet) and folded clocks
+        # some puller was sent part of (it gets the rest per writer)
+        self._log: dict[int, list[LogEntry]] = {}
+        self._folded: dict[int, FoldedClock] = {}  # D_c of folded clocks not yet everyone's
+        self._folded_upto = NO_CLOCK  # every clock <= this one is folded
+        self._partial: set[int] = set()  # clocks some reply left a puller holding in part
+        # received[reader, writer]: newest clock of writer's deltas the reader acknowledged
         self._received = np.full((self.n_shards, self.n_shards), NO_CLOCK, dtype=np.int64)
+        self._vocab: dict[int, np.ndarray] = {}  # reader -> its sorted local rows
         self._masks: dict[int, np.ndarray] = {}
         self._snap_clock = NO_CLOCK
         self._snapshots: dict[int, tuple[float, np.ndarray]] = {}
@@ -74,6 +128,14 @@ class TableShard:
         self.bytes_out = 0
         self.n_pushes = 0
         self.n_ignored = 0
+        # work counters (entries, not seconds): see info()
+        self.n_pulls = 0
+        self.fold_entries = 0      # pushed entries summed into folded clocks
+        self.pull_rows_probed = 0  # row_ptr lookups / mask tests to cut D_c slices
+        self.pull_gathered = 0     # D_c entries copied out
+        self.pull_log_scanned = 0  # per-writer log entries masked (frontier, partial clocks)
+        self.pull_merged = 0       # entries summed when a reply has several parts
+        self.pull_entries_out = 0  # (word, topic) entries sent
 
     # -- pushes -------------------------------------------------------------------------
     def push(self, shard: int, clock: int, words: np.ndarray, topics: np.ndarray,
@@ -88,45 +150,65 @@ class TableShard:
         if clock <= self.applied[shard]:
             self.n_ignored += 1
             return False
-        rows = np.asarray(words, dtype=np.int64) - self.row_start
-        if len(rows) and (rows.min() < 0 or rows.max() >= len(self.n_wk)):
+        words = np.asarray(words)
+        if len(words) and (words.min() < self.row_start or words.max() >= self.row_stop):
             raise ValueError(f"push to table shard {self.index} has word ids outside "
                              f"[{self.row_start}, {self.row_stop})")
-        topics = np.asarray(topics)
-        counts = np.asarray(counts, dtype=np.int32)
+        rows = (words - self.row_start).astype(np.int32, copy=False)
+        topics = np.asarray(topics).astype(np.int32, copy=False)
+        counts = np.asarray(counts).astype(np.int32, copy=False)
         dk = np.zeros(self.n_topics, dtype=np.int64)
         self.row_ll += apply_delta_ll(self.n_wk, rows, topics, counts, self.beta, self._lg, dk)
         self.n_k += dk
         self.applied[shard] = clock
         self.n_pushes += 1
         if log:
-            self._log.append((shard, clock, rows.astype(np.int32), topics.astype(np.int32),
-                              counts, dk))
+            self._log.setdefault(clock, []).append(LogEntry(shard, rows, topics, counts, dk))
         low = int(self.applied.min())
         if low > self._snap_clock:
+            self._fold_upto(low)
             self._snap_clock = low
             self._snapshots[low] = self._state_after(low)
         return True
+
+    def _fold_upto(self, clock: int) -> None:
+        """Fold every logged clock ``<= clock`` not folded yet into its ``D_c`` (once)."""
+        for c in sorted(c for c in self._log if self._folded_upto < c <= clock):
+            entries = self._log[c]
+            rows = np.concatenate([e.rows for e in entries])
+            topics = np.concatenate([e.topics for e in entries])
+            counts = np.concatenate([e.counts for e in entries])
+            row_ptr, d_topics, d_counts = fold(rows, topics, counts, len(self.n_wk),
+                                               self.n_topics)
+            self.fold_entries += len(rows)
+            self._folded[c] = FoldedClock(row_ptr, d_topics, d_counts,
+                                          np.flatnonzero(np.diff(row_ptr)),
+                                          np.sum([e.dk for e in entries], axis=0))
+            if c not in self._partial:  # nobody holds part of it: D_c serves everyone
+                del self._log[c]
+        self._folded_upto = max(self._folded_upto, clock)
 
     def _state_after(self, clock: int) -> tuple[float, np.ndarray]:
         """``(row_ll, n_k part)`` of the table after every shard's clock ``clock`` and nothing later.
 
         Under SSP faster shards may already have pushed later clocks; their deltas are still in
-        the log (the slowest shard has not received them), so they are taken out and put back
-        (exact integer arithmetic on the table; the LL of the cut is computed on the way). This
-        makes the reported joint LL that of one consistent state: every shard after ``clock``.
+        the per-writer log (not folded: the slowest shard has not pushed them), so they are
+        taken out and put back (exact integer arithmetic on the table; the LL of the cut is
+        computed on the way). This makes the reported joint LL that of one consistent state:
+        every shard after ``clock``.
         """
-        later = [e for e in self._log if e[1] > clock]
+        later = [e for c in sorted(self._log) if c > clock for e in self._log[c]]
         if not later:
             return self.row_ll, self.n_k.copy()
         ll = self.row_ll
         n_k = self.n_k.copy()
         scratch = np.zeros(self.n_topics, dtype=np.int64)
-        for _, _, r, t, c, dk in reversed(later):
-            ll += apply_delta_ll(self.n_wk, r, t, -c, self.beta, self._lg, scratch)
-            n_k -= dk
-        for _, _, r, t, c, _ in later:
-            apply_delta_ll(self.n_wk, r, t, c, self.beta, self._lg, scratch)
+        for e in reversed(later):
+            ll += apply_delta_ll(self.n_wk, e.rows, e.topics, -e.counts, self.beta, self._lg,
+                                 scratch)
+            n_k -= e.dk
+        for e in later:
+            apply_delta_ll(self.n_wk, e.rows, e.topics, e.counts, self.beta, self._lg, scratch)
         return ll, n_k
 
     # -- pulls --------------------------------------------------------------------------
@@ -135,7 +217,7 @@ class TableShard:
         """Register a shard's vocabulary here; return its rows as of clock ``upto``.
 
         ``words``: sorted unique global ids in this range. Returns ``(rows [n, K], n_k part,
-        received)``: the table without the logged deltas of clocks after ``upto`` (those come
+        received)``: the table without the deltas of clocks after ``upto`` (those come
         with later pulls), so what a shard sees does not depend on when it asked — under BSP
         the same seed and shard layout give the same run. ``received`` (int64 [n_shards]) is
         what to pass to the next :meth:`pull`: ``upto``, or less for a writer that has not
@@ -146,32 +228,62 @@ class TableShard:
         mask = np.zeros(len(self.n_wk), dtype=bool)
         mask[rows] = True
         self._masks[shard] = mask
-        out = self.n_wk[rows].copy()
+        self._vocab[shard] = rows
+        out = self.n_wk[rows]
         n_k = self.n_k.copy()
-        later = [e for e in self._log if e[1] > upto]
-        if later:
-            local = np.full(len(self.n_wk), -1, dtype=np.int64)
-            local[rows] = np.arange(len(rows))
-            for _, _, r, t, c, dk in later:
-                keep = mask[r]
-                add_coo(out, local[r[keep]], t[keep], -c[keep])
-                n_k -= dk
+        local = None
+        for c in sorted(self._folded):
+            if c > upto:  # folded: one slice of D_c
+                d = self._folded[c]
+                if local is None:
+                    local = np.full(len(self.n_wk), -1, dtype=np.int64)
+                    local[rows] = np.arange(len(rows))
+                r, t, k = gather(d.row_ptr, d.topics, d.counts, rows)
+                add_coo(out, local[r], t, -k)
+                n_k -= d.dk
+        for c in sorted(self._log):
+            if c > upto and c > self._folded_upto:  # the frontier: per writer
+                if local is None:
+                    local = np.full(len(self.n_wk), -1, dtype=np.int64)
+                    local[rows] = np.arange(len(rows))
+                for e in self._log[c]:
+                    keep = mask[e.rows]
+                    add_coo(out, local[e.rows[keep]], e.topics[keep], -e.counts[keep])
+                    n_k -= e.dk
         # a writer that has not pushed ``upto`` yet (SSP) still owes its later clocks
         received = np.minimum(self.applied, upto)
         self._received[shard] = received
+        self._mark_partial(shard, received)
         self.bytes_out += out.nbytes + n_k.nbytes
         return out, n_k, received
 
-    def pull(self, shard: int, received: np.ndarray, upto: int
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Other shards' deltas of clocks in ``(received[writer], upto]``, on this shard's rows.
+    def _others(self, shard: int, received: np.ndarray) -> np.ndarray:
+        return np.delete(received, shard)
 
-        Returns ``(received', words (global), topics, counts, dk)``, merged (each (word, topic)
-        once); ``dk`` is the change of this actor's ``n_k`` part (all rows, not only the
-        shard's). ``received`` is the shard's own record of what it has, so a retried pull
-        returns the same again and loses nothing; it also acknowledges those deltas, which
-        lets the log be trimmed. Pushes of one writer arrive in clock order, so everything of a
-        writer up to the newest clock returned has been delivered.
+    def _mark_partial(self, shard: int, received: np.ndarray) -> None:
+        """Remember the clocks a reply leaves ``shard`` holding in part (some writers' only):
+        their per-writer entries must outlive their fold."""
+        others = self._others(shard, received)
+        if len(others) == 0:
+            return
+        lo, hi = int(others.min()), int(others.max())
+        if lo < hi:
+            self._partial.update(c for c in self._log if lo < c <= hi)
+
+    def pull(self, shard: int, received: np.ndarray, upto: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                        tuple[int, int]]:
+        """The table's change on this shard's rows over clocks ``(received[writer], upto]``.
+
+        Returns ``(received', words (global), topics, counts, dk, (lo, hi))``, merged (each
+        (word, topic) once); ``dk`` is the change of this actor's ``n_k`` part (all rows, not
+        only the shard's). Clocks in ``(lo, hi]`` come folded (every writer's delta, the
+        puller's own included: its cache takes its own out again); clocks the shard holds in
+        part and clocks not folded yet come per writer, other shards' only. ``received`` is the
+        shard's own record of what it has, so a retried pull returns the same again and loses
+        nothing; it also acknowledges those deltas, which lets the log be trimmed. Pushes of one
+        writer arrive in clock order, so everything of a writer up to the newest clock
+        returned has been delivered.
         """
         shard, upto = int(shard), int(upto)
         received = np.asarray(received, dtype=np.int64).copy()
@@ -179,37 +291,76 @@ class TableShard:
         if mask is None:
             raise RuntimeError(f"shard {shard} pulled from table shard {self.index} before attach")
         np.maximum(self._received[shard], received, out=self._received[shard])
-        parts = [e for e in self._log
-                 if e[0] != shard and received[e[0]] < e[1] <= upto]
+        self.n_pulls += 1
+        others = self._others(shard, received)
+        lo = int(others.max()) if len(others) else int(received[shard])
+        hi = max(lo, min(self._folded_upto, upto))
         dk = np.zeros(self.n_topics, dtype=np.int64)
-        if parts:
-            rows = np.concatenate([e[2] for e in parts])
-            topics = np.concatenate([e[3] for e in parts])
-            counts = np.concatenate([e[4] for e in parts])
-            for writer, clock, *_, part_dk in parts:
-                dk += part_dk
-                received[writer] = max(received[writer], clock)
-            keep = mask[rows]
-            rows, topics, counts = rows[keep], topics[keep], counts[keep]
-            if len(parts) > 1:  # one push already has unique (word, topic) pairs
-                rows, topics, counts = merge_coo(rows, topics, counts, self.n_topics)
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        if not len(others):  # a single writer: nothing to receive but its own moves
+            received[shard] = hi
+            lo = hi
         else:
-            rows = topics = counts = np.zeros(0, dtype=np.int32)
+            vocab = self._vocab[shard]
+            for c in sorted(c for c in self._folded if lo < c <= hi):
+                d = self._folded[c]
+                if len(vocab) <= len(d.rows):  # cut by the vocabulary through row_ptr
+                    sel = vocab
+                else:  # or the changed rows by the mask: whichever is shorter
+                    sel = d.rows[mask[d.rows]]
+                self.pull_rows_probed += min(len(vocab), len(d.rows))
+                part = gather(d.row_ptr, d.topics, d.counts, sel)
+                self.pull_gathered += len(part[0])
+                parts.append(part)
+                dk += d.dk
+            had = received.copy()
+            if hi > lo:  # then upto >= hi: the clocks held in part (<= lo) come below
+                np.maximum(received, hi, out=received)
+            # clocks held in part (a folded one's entries were kept, see _mark_partial) and
+            # the frontier: other writers' entries the shard does not have yet
+            for c in sorted(c for c in self._log if c <= upto and not lo < c <= hi):
+                for e in self._log[c]:
+                    if e.writer == shard or had[e.writer] >= c:
+                        continue
+                    keep = mask[e.rows]
+                    self.pull_log_scanned += len(e.rows)
+                    parts.append((e.rows[keep], e.topics[keep], e.counts[keep]))
+                    dk += e.dk
+                    received[e.writer] = max(received[e.writer], c)
+        if len(parts) > 1:  # slices of one D_c or one push are unique (row, topic) already
+            rows = np.concatenate([p[0] for p in parts])
+            self.pull_merged += len(rows)
+            rows, topics, counts = merge_coo(rows, np.concatenate([p[1] for p in parts]),
+                                             np.concatenate([p[2] for p in parts]),
+                                             self.n_topics)
+        elif parts:
+            rows, topics, counts = parts[0]
+        else:
+            rows = topics = counts = _EMPTY
+        self._mark_partial(shard, received)
         self._trim()
-        words = (rows + self.row_start).astype(np.int32)
+        words = rows + np.int32(self.row_start)
+        self.pull_entries_out += len(words)
         self.bytes_out += words.nbytes + topics.nbytes + counts.nbytes + dk.nbytes
-        return received, words, topics.astype(np.int32), counts, dk
+        return received, words, topics, counts, dk, (lo, hi)
 
     def _trim(self) -> None:
-        """Drop log entries every other shard has received (diagonal: a writer never reads its own)."""
-        if not self._log:
-            return
+        """Drop what every puller has: ``D_c`` once each has all of clock ``c``, a folded
+        clock's per-writer entries once each other shard has that writer's ``c``."""
         got = self._received.copy()
         np.fill_diagonal(got, np.iinfo(np.int64).max)
         low = got.min(axis=0)  # per writer: the clock every reader has
-        # ... and clocks after the slowest shard's stay for its snapshot (see _state_after)
-        slowest = int(self.applied.min())
-        self._log = [e for e in self._log if e[1] > low[e[0]] or e[1] > slowest]
+        everyone = int(low.min())
+        for c in [c for c in self._folded if c <= everyone]:
+            del self._folded[c]
+        for c in [c for c in self._log if c <= self._folded_upto]:
+            kept = [e for e in self._log[c] if c > low[e.writer]]
+            if kept:
+                self._log[c] = kept
+            else:
+                del self._log[c]
+                self._partial.discard(c)
+        # unfolded clocks stay: the slowest shard's snapshot and the folds need them
 
     # -- read-outs ----------------------------------------------------------------------
     def snapshot(self, clock: int) -> tuple[float, np.ndarray] | None:
@@ -233,9 +384,18 @@ class TableShard:
         return idx.astype(np.int64) + self.row_start, counts
 
     def info(self) -> dict[str, Any]:
-        """Counters: bytes in/out, pushes applied/ignored, log length, applied clocks."""
+        """Counters: bytes in/out, pushes applied/ignored, log length, applied clocks, and the
+        work of pulls in entries (``fold_entries``: pushed entries summed into folded clocks;
+        per pull: ``pull_rows_probed``, ``pull_gathered``, ``pull_log_scanned``,
+        ``pull_merged``, ``pull_entries_out``)."""
         return {"index": self.index, "rows": [self.row_start, self.row_stop],
                 "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
                 "pushes": self.n_pushes, "ignored": self.n_ignored,
-                "log_entries": len(self._log), "applied": self.applied.tolist(),
-                "row_ll": self.row_ll, "nbytes": int(self.n_wk.nbytes)}
+                "log_entries": sum(len(v) for v in self._log.values()),
+                "folded_clocks": len(self._folded), "folded_upto": self._folded_upto,
+                "applied": self.applied.tolist(),
+                "row_ll": self.row_ll, "nbytes": int(self.n_wk.nbytes),
+                "pulls": self.n_pulls, "fold_entries": self.fold_entries,
+                "pull_rows_probed": self.pull_rows_probed,
+                "pull_gathered": self.pull_gathered, "pull_log_scanned": self.pull_log_scanned,
+                "pull_merged": self.pull_merged, "pull_entries_out": self.pull_entries_out}

@@ -1,0 +1,166 @@
+"""Folded clocks: caches stay exact under BSP and SSP schedules, and one pull's work and bytes
+do not grow with the number of clients.
+
+Oracles: the table recounted from every move (NumPy), what each cache must hold given what it
+received (the initial table, its own moves, other shards' deltas up to its ``received``), and,
+for the cost, the changed (word, topic) entries on the puller's rows counted by NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from biglda.ps import ALL_CLOCKS, ShardCache, TableShard
+from biglda.ps.calls import InProcess
+from biglda.ps.client import TableClient
+from biglda.ps.sizing import row_bounds
+
+K = 5
+BETA = 0.1
+
+
+def _tables(n_words: int, n_parts: int, n_shards: int) -> tuple[TableClient, list[TableShard]]:
+    bounds = row_bounds(n_words, n_parts)
+    shards = [TableShard(a, int(bounds[a]), int(bounds[a + 1]), K, n_shards, BETA)
+              for a in range(len(bounds) - 1)]
+    return TableClient(tuple(InProcess(s) for s in shards), bounds), shards
+
+
+def _moves(rng, cache: ShardCache, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Valid moves on the cache's rows (one count from a non-zero cell to a random topic),
+    aggregated and sorted by word as a sweep's delta is."""
+    w = rng.choice(cache.n_local, min(n, cache.n_local), replace=False)  # each cell once
+    t_from = cache.n_wk[w].argmax(1)
+    w, t_from = w[cache.n_wk[w, t_from] > 0], t_from[cache.n_wk[w, t_from] > 0]
+    t_to = rng.integers(0, K, len(w))
+    flat = np.concatenate([w * K + t_from, w * K + t_to])
+    cnt = np.concatenate([-np.ones(len(w)), np.ones(len(w))])
+    uniq, inv = np.unique(flat, return_inverse=True)
+    summed = np.bincount(inv, weights=cnt).astype(np.int32)
+    keep = summed != 0
+    return ((uniq[keep] // K).astype(np.int32), (uniq[keep] % K).astype(np.int32),
+            summed[keep])
+
+
+@pytest.mark.parametrize(("staleness", "n_parts"), [(0, 1), (0, 2), (1, 2), (2, 1), (3, 2)])
+def test_caches_hold_exactly_what_they_received(staleness, n_parts):
+    """Random SSP schedules (shards race ahead up to the bound, pull "whatever arrived"); every
+    cache equals init + own moves + other shards' deltas it received, after every pull."""
+    rng = np.random.default_rng(7 + staleness)
+    n_words, n_shards, n_clocks = 40, 4, 8
+    tables, actors = _tables(n_words, n_parts, n_shards)
+    caches, delta = [], {}  # delta[(shard, clock)] = dense [V, K]
+    truth = np.zeros((n_words, K), dtype=np.int64)
+    for s in range(n_shards):
+        tokens = rng.integers(0, n_words, 60).astype(np.int32)
+        cache = ShardCache(s, tokens, tables.bounds, K)
+        local = np.zeros((cache.n_local, K), dtype=np.int32)
+        np.add.at(local, (cache.tokens, rng.integers(0, K, len(tokens))), 1)
+        cache.push_counts(tables, -1, local, timeout=1)
+        truth[cache.vocab] += local
+        caches.append(cache)
+    init = truth.copy()
+    clock = [0] * n_shards
+    own = [np.zeros((n_words, K), np.int64) for _ in range(n_shards)]
+    while min(clock) < n_clocks:
+        ready = [s for s in range(n_shards)
+                 if clock[s] < n_clocks and clock[s] - min(clock) <= staleness]
+        s = int(rng.choice(ready))
+        cache = caches[s]
+        upto = clock[s] - 1 if staleness == 0 else ALL_CLOCKS
+        if clock[s] == 0:
+            cache.attach(tables, upto, timeout=1)
+        else:
+            cache.refresh(tables, upto, timeout=1)
+        # the oracle of what it holds: init + own moves + others' deltas it received
+        want = init + own[s]
+        for (w, c), d in delta.items():
+            if w == s:
+                continue
+            for a in range(tables.n_parts):
+                lo, hi = tables.bounds[a], tables.bounds[a + 1]
+                if c <= cache.received[a][w]:
+                    want[lo:hi] += d[lo:hi]
+        np.testing.assert_array_equal(cache.n_wk, want[cache.vocab])
+        np.testing.assert_array_equal(cache.n_k, want.sum(0))
+        w, t, c = _moves(rng, cache, 8)  # a sweep: its moves are seen at once, pushed once
+        np.add.at(cache.n_wk, (w, t), c)
+        np.add.at(cache.n_k, t, c)
+        d = np.zeros((n_words, K), np.int64)
+        np.add.at(d, (cache.vocab[w], t), c)
+        delta[(s, clock[s])] = d
+        own[s] += d
+        truth += d
+        cache.push(tables, clock[s], w, t, c, timeout=1)
+        cache.push(tables, clock[s], w, t, c, timeout=1)  # a retried push is ignored
+        clock[s] += 1
+    for cache in caches:  # everyone done: a last pull brings every cache to the table
+        cache.refresh(tables, ALL_CLOCKS if staleness else n_clocks - 1, timeout=1)
+        np.testing.assert_array_equal(cache.n_wk, truth[cache.vocab])
+        np.testing.assert_array_equal(cache.n_k, truth.sum(0))
+    for a, actor in enumerate(actors):
+        np.testing.assert_array_equal(actor.n_wk, truth[tables.bounds[a]:tables.bounds[a + 1]])
+    for cache in caches:  # and then everything was received by everyone: nothing is kept
+        cache.refresh(tables, ALL_CLOCKS if staleness else n_clocks - 1, timeout=1)
+    info = [actor.info() for actor in actors]
+    assert all(i["log_entries"] == 0 and i["folded_clocks"] == 0 for i in info), info
+    assert all(i["pull_gathered"] > 0 for i in info)  # folded clocks were served
+    if staleness:  # and so were the frontier and clocks held in part, per writer
+        assert all(i["pull_log_scanned"] > 0 for i in info)
+    else:  # BSP: every pull is one slice of one folded clock
+        assert all(i["pull_log_scanned"] == i["pull_merged"] == 0 for i in info)
+
+
+def _cost_of_one_pull(n_writers: int) -> tuple[dict, int, int]:
+    """N writers push one clock whose union of changes is the same for every N (disjoint parts
+    of a fixed set, plus a hot set every writer changes); shard 0 then pulls that clock.
+
+    Returns the puller's share of the table shard's work counters, the bytes of the reply and
+    the oracle: the changed (word, topic) entries on the puller's rows.
+    """
+    rng = np.random.default_rng(11)
+    n_rows, n_topics, n_changed, n_hot = 4000, 40, 8000, 400
+    pairs = rng.choice(n_rows * n_topics, n_changed + n_hot, replace=False)
+    hot, rest = pairs[:n_hot], pairs[n_hot:]
+    ps = TableShard(0, 0, n_rows, n_topics, n_writers, BETA)
+    vocab = np.sort(rng.choice(n_rows, n_rows // 2, replace=False))
+    for s in range(n_writers):
+        ps.attach(s, vocab if s == 0 else np.arange(n_rows), -1)
+    changed = np.zeros(n_rows * n_topics, np.int64)
+    for s, part in enumerate(np.array_split(rest, n_writers)):
+        flat = np.sort(np.concatenate([part, hot]))  # a push is sorted by word
+        counts = np.where(rng.random(len(flat)) < 0.5, -1, 1).astype(np.int32)
+        np.add.at(changed, flat, counts)
+        ps.push(s, 0, (flat // n_topics).astype(np.int32), (flat % n_topics).astype(np.int32),
+                counts)
+    before = ps.info()
+    got = np.full(n_writers, -1, np.int64)
+    received, words, topics, counts, dk, (lo, hi) = ps.pull(0, got, 0)
+    after = ps.info()
+    assert (lo, hi) == (-1, 0) and received.tolist() == [0] * n_writers
+    work = {k: after[k] - before[k] for k in after if k.startswith("pull_")}
+    work["fold_entries"] = after["fold_entries"]
+    nbytes = after["bytes_out"] - before["bytes_out"]
+    on_rows = changed.reshape(n_rows, n_topics)[vocab]
+    got_dense = np.zeros((n_rows, n_topics), np.int64)
+    np.add.at(got_dense, (words, topics), counts)
+    np.testing.assert_array_equal(got_dense[vocab], on_rows)  # exact, own moves included
+    return work, nbytes, int(np.count_nonzero(on_rows))
+
+
+def test_one_pull_costs_the_same_for_2_to_16_writers():
+    """The work of serving one puller (rows probed, entries gathered, scanned, merged) and the
+    bytes it gets do not grow with the number of writers; the server's per-clock fold work is
+    the entries pushed, once (not once per puller)."""
+    costs = {n: _cost_of_one_pull(n) for n in (2, 4, 8, 16)}
+    base_work, _, _ = costs[2]
+    touched = {n: w["pull_rows_probed"] + w["pull_gathered"] + w["pull_log_scanned"]
+               + w["pull_merged"] for n, (w, _, _) in costs.items()}
+    for n, (work, nbytes, changed) in costs.items():
+        assert work["pull_log_scanned"] == 0 and work["pull_merged"] == 0  # a gather, no sort
+        assert work["pull_gathered"] == work["pull_entries_out"] == changed
+        assert nbytes == changed * 12 + 40 * 8  # (word, topic, count) int32 + dk int64 [K]
+        assert touched[n] <= 2 * touched[2], touched
+        assert work["fold_entries"] == 8000 + n * 400  # each pushed entry summed once
+    assert base_work["pull_rows_probed"] <= 2000  # at most the puller's vocabulary
