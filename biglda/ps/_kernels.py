@@ -93,7 +93,8 @@ def merge_coo(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_topics
 @numba.njit(nogil=True, cache=True)
 def _fold(rows, topics, counts, n_rows, n_topics):  # pragma: no cover - jit
     """Sum one clock's COO entries (any order, repeats allowed) into unique (row, topic) pairs
-    sorted by row, then topic; net zeros dropped.
+    sorted by row, then topic; net zeros are kept (every pair pushed is there, so a writer's
+    own entries can be taken out again by :func:`subtract_sorted`).
 
     rows int32 [M] in [0, n_rows), topics int32 [M] in [0, n_topics), counts int32 [M].
     Returns ``(row_ptr int64 [n_rows + 1], topics int32 [U], counts int32 [U])``: row ``r``'s
@@ -132,10 +133,9 @@ def _fold(rows, topics, counts, n_rows, n_topics):  # pragma: no cover - jit
             touched[:nt].sort()
         for q in range(nt):
             k = touched[q]
-            if acc[k] != 0:
-                out_t[n] = k
-                out_c[n] = acc[k]
-                n += 1
+            out_t[n] = k
+            out_c[n] = acc[k]
+            n += 1
             acc[k] = 0
             seen[k] = False
         row_ptr[r + 1] = n
@@ -163,9 +163,9 @@ def fold(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_rows: int,
 
     Examples
     --------
-    >>> ptr, t, c = fold(np.array([2, 0, 2]), np.array([1, 0, 1]), np.array([1, 5, 2]), 3, 2)
+    >>> ptr, t, c = fold(np.array([2, 0, 2]), np.array([1, 0, 1]), np.array([1, 5, -1]), 3, 2)
     >>> ptr.tolist(), t.tolist(), c.tolist()
-    ([0, 1, 1, 2], [0, 1], [5, 3])
+    ([0, 1, 1, 2], [0, 1], [5, 0])
     """
     if not (len(rows) == len(topics) == len(counts)):
         raise ValueError("rows, topics and counts must have the same length")
@@ -192,3 +192,80 @@ def gather(row_ptr: np.ndarray, topics: np.ndarray, counts: np.ndarray, sel: np.
     if n:
         _gather(row_ptr, topics, counts, sel, out_r, out_t, out_c, 0)
     return out_r, out_t, out_c
+
+
+@numba.njit(nogil=True, cache=True)
+def _subtract_sorted(rows, topics, counts, sub_rows, sub_topics, sub_counts, n_topics
+                     ):  # pragma: no cover - jit
+    """counts[(r, t)] -= sub for each sub entry, then compact out zeros in place; return the
+    new length, or -1 if a sub entry is missing. rows/topics int32 [N] sorted by (row, topic),
+    unique; sub_* int32 [M], any order (a galloping cursor makes sorted ones O(N + M))."""
+    n = rows.shape[0]
+    pos = np.empty(sub_rows.shape[0], np.int64)
+    cur = 0
+    for i in range(sub_rows.shape[0]):
+        key = np.int64(sub_rows[i]) * n_topics + sub_topics[i]
+        lo = 0
+        if cur < n and np.int64(rows[cur]) * n_topics + topics[cur] <= key:
+            lo = cur  # gallop forward from the last hit
+            step = 1
+            hi = cur + 1
+            while hi < n and np.int64(rows[hi]) * n_topics + topics[hi] <= key:
+                lo = hi
+                step *= 2
+                hi = lo + step
+            hi = min(hi, n)
+        else:
+            hi = n
+        while lo < hi:  # first position with key' >= key in [lo, hi)
+            mid = (lo + hi) // 2
+            if np.int64(rows[mid]) * n_topics + topics[mid] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo >= n or np.int64(rows[lo]) * n_topics + topics[lo] != key:
+            return -1  # nothing changed yet: found first, subtracted below
+        pos[i] = lo
+        cur = lo
+    for i in range(sub_rows.shape[0]):
+        counts[pos[i]] -= sub_counts[i]
+    m = 0
+    for j in range(n):
+        if counts[j] != 0:
+            rows[m] = rows[j]
+            topics[m] = topics[j]
+            counts[m] = counts[j]
+            m += 1
+    return m
+
+
+def subtract_sorted(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray,
+                    sub_rows: np.ndarray, sub_topics: np.ndarray, sub_counts: np.ndarray,
+                    n_topics: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A COO delta sorted by (row, topic), unique, minus another (any order); zeros dropped.
+
+    The arrays of the first are changed in place (the result is a prefix of them). A (row,
+    topic) of the second that the first lacks is appended with its negated count (then the
+    result is merged); a folded clock has every pair pushed, so that does not happen there.
+
+    Examples
+    --------
+    >>> r, t, c = subtract_sorted(np.array([0, 2], np.int32), np.array([1, 0], np.int32),
+    ...                           np.array([3, 1], np.int32), np.array([2, 1]),
+    ...                           np.array([0, 1]), np.array([1, 4]), 2)
+    >>> r.tolist(), t.tolist(), c.tolist()
+    ([0, 1], [1, 1], [3, -4])
+    """
+    if len(sub_rows) == 0:
+        return rows, topics, counts
+    sub_rows = np.asarray(sub_rows, dtype=np.int32)
+    sub_topics = np.asarray(sub_topics, dtype=np.int32)
+    sub_counts = np.asarray(sub_counts, dtype=np.int32)
+    if len(rows):
+        m = _subtract_sorted(rows, topics, counts, sub_rows, sub_topics, sub_counts,
+                             int(n_topics))
+        if m >= 0:
+            return rows[:m], topics[:m], counts[:m]
+    # some pair is missing: the slow, general way
+    return merge_coo(np.concatenate([rows, sub_rows]), np.concatenate([topics, sub_topics]),
+                     np.concatenate([counts, -sub_counts]), n_topics)

@@ -10,13 +10,6 @@ to this vocabulary, see :class:`biglda.ps.table.TableShard`) and adds them. So t
 equals: the initial table + every other shard's deltas received + this shard's own moves —
 what SSP asks for, and under BSP exactly the table after the previous clock.
 
-A table shard serves a clock every writer has pushed as one folded delta, this shard's own
-moves included (folding once per clock is what keeps the server's work independent of the
-number of shards). The cache therefore keeps its own pushed delta of each clock it may still
-receive folded (at most s + 1 clocks under SSP, one under BSP) and takes it out again when the
-reply says that clock came folded: O(own entries), and the integer sum is the same whatever
-the order, so BSP runs stay bit-identical.
-
 Refresh policy: every clock, after the SSP wait, with every delta up to the previous clock that
 has arrived. The staleness bound is enforced by the wait (no shard starts clock c before all
 finished c - s), so a lazier policy ("refresh only when the cache is older than c - s") would
@@ -62,9 +55,6 @@ class ShardCache:
         self.n_wk = np.zeros((len(self.vocab), self.n_topics), dtype=np.int32)
         self.n_k = np.zeros(self.n_topics, dtype=np.int64)
         self.received: list[np.ndarray | None] = [None] * (len(self.bounds) - 1)
-        # per table shard: clock -> this shard's own pushed (local words, topics, counts)
-        self._own: list[dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = [
-            {} for _ in range(len(self.bounds) - 1)]
         self.bytes_pulled = 0
         self.bytes_pushed = 0
 
@@ -99,12 +89,10 @@ class ShardCache:
         topics = np.asarray(topics, dtype=np.int32)
         counts = np.asarray(counts, dtype=np.int32)
         parts, sent = [], 0
-        for a, (w, local, t, c) in enumerate(self._by_table_shard(words, words, topics, counts)):
+        for w, t, c in self._by_table_shard(words, topics, counts):
             w = w.astype(np.int32, copy=False)
             sent += w.nbytes + t.nbytes + c.nbytes
             parts.append((w, t, c))
-            if log:  # it comes back inside the folded delta of this clock
-                self._own[a][int(clock)] = (local, t, c)
         tables.push(self.shard, clock, parts, timeout, log=log)
         self.bytes_pushed += sent
         return sent
@@ -134,23 +122,12 @@ class ShardCache:
     def refresh(self, tables: TableClient, upto: int, timeout: float) -> int:
         """Add other shards' deltas of clocks up to ``upto`` not received yet; return bytes."""
         got = 0
-        for a, (received, words, topics, counts, dk, (lo, hi)) in enumerate(
+        for a, (received, words, topics, counts, dk) in enumerate(
                 tables.pull(self.shard, self.received, upto, timeout)):
             if len(words):
                 local = np.searchsorted(self.vocab, words)
                 add_coo(self.n_wk, local, topics, counts)
             self.n_k += dk
-            own = self._own[a]
-            for c in sorted(own):
-                if lo < c <= hi:  # came folded, own moves included: they are here already
-                    w, t, k = own[c]
-                    add_coo(self.n_wk, w, t, -k)
-                    self.n_k -= np.bincount(t, weights=k, minlength=self.n_topics
-                                            ).astype(np.int64)
-            # own clocks at or below what was received never come folded again
-            newest = int(np.max(received)) if len(received) else hi
-            for c in [c for c in own if c <= max(newest, hi)]:
-                del own[c]
             self.received[a] = received
             got += words.nbytes + topics.nbytes + counts.nbytes + dk.nbytes
         self.bytes_pulled += got

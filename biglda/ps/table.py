@@ -16,15 +16,17 @@ that changed, not with the number of clients:
 * **Serve slices.** A pull gets, for every folded clock it holds nothing of, the slice of
   ``D_c`` on its rows: a gather through ``row_ptr`` (over its vocabulary, or over the rows of
   ``D_c`` through its mask, whichever is shorter), no sort; several clocks (SSP) are merged.
-  ``D_c`` contains the puller's own moves too: the reply says which clocks came folded and the
-  worker cache takes its own delta of those clocks out again (O(own entries),
-  :meth:`biglda.ps.cache.ShardCache.refresh`); integer sums do not depend on the order, so BSP
-  stays bit-identical.
+  ``D_c`` contains the puller's own moves too, which its cache has already: the server takes
+  them out of the slice (the slice is sorted by (row, topic), so that is a binary search per
+  own entry: O(own log slice)). Taking them out here rather than in the cache keeps replies
+  to what *others* changed — with two pullers the own half would double the bytes — and the
+  protocol as it was; integer sums do not depend on the order, so BSP stays bit-identical.
 * **The per-writer log only for the frontier.** Entries of clocks not folded yet stay per
   writer; a pull past the folded clocks (SSP's "whatever has arrived") gets the other writers'
   entries of those clocks from it as before, so SSP freshness is unchanged. A folded clock's
-  per-writer entries are dropped at once unless some puller was sent part of that clock (it
-  then gets the rest per writer); ``D_c`` is dropped once every puller has all of clock ``c``.
+  per-writer entries stay only while their writer may still be served that clock folded (its
+  own moves to take out) or some puller holds part of that clock (it gets the rest per
+  writer); ``D_c`` is dropped once every puller has all of clock ``c``.
 
 Pulling by clock rather than "whatever arrived" makes BSP deterministic: the same seed and
 shard layout give the same run, on any number of workers. The actor also keeps the word part of
@@ -46,7 +48,15 @@ from typing import Any
 
 import numpy as np
 
-from biglda.ps._kernels import add_coo, apply_delta_ll, fold, gather, lgamma_table, merge_coo
+from biglda.ps._kernels import (
+    add_coo,
+    apply_delta_ll,
+    fold,
+    gather,
+    lgamma_table,
+    merge_coo,
+    subtract_sorted,
+)
 from biglda.ps.protocol import NO_CLOCK
 
 _EMPTY = np.zeros(0, dtype=np.int32)
@@ -112,8 +122,8 @@ class TableShard:
         self.row_ll = 0.0  # Σ over entries of lgamma(n + β) − lgamma(β)
         self._lg = lgamma_table(self.beta)
         self.applied = np.full(self.n_shards, NO_CLOCK, dtype=np.int64)  # last clock per shard
-        # per-writer entries by clock: the frontier (clocks not folded yet) and folded clocks
-        # some puller was sent part of (it gets the rest per writer)
+        # per-writer entries by clock: the frontier (clocks not folded yet), and folded clocks
+        # whose writer may still be served them folded or some puller holds in part
         self._log: dict[int, list[LogEntry]] = {}
         self._folded: dict[int, FoldedClock] = {}  # D_c of folded clocks not yet everyone's
         self._folded_upto = NO_CLOCK  # every clock <= this one is folded
@@ -135,6 +145,7 @@ class TableShard:
         self.pull_gathered = 0     # D_c entries copied out
         self.pull_log_scanned = 0  # per-writer log entries masked (frontier, partial clocks)
         self.pull_merged = 0       # entries summed when a reply has several parts
+        self.pull_own = 0          # the puller's own entries taken out of D_c slices
         self.pull_entries_out = 0  # (word, topic) entries sent
 
     # -- pushes -------------------------------------------------------------------------
@@ -184,8 +195,6 @@ class TableShard:
             self._folded[c] = FoldedClock(row_ptr, d_topics, d_counts,
                                           np.flatnonzero(np.diff(row_ptr)),
                                           np.sum([e.dk for e in entries], axis=0))
-            if c not in self._partial:  # nobody holds part of it: D_c serves everyone
-                del self._log[c]
         self._folded_upto = max(self._folded_upto, clock)
 
     def _state_after(self, clock: int) -> tuple[float, np.ndarray]:
@@ -271,19 +280,17 @@ class TableShard:
             self._partial.update(c for c in self._log if lo < c <= hi)
 
     def pull(self, shard: int, received: np.ndarray, upto: int
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                        tuple[int, int]]:
-        """The table's change on this shard's rows over clocks ``(received[writer], upto]``.
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Other shards' deltas of clocks in ``(received[writer], upto]``, on this shard's rows.
 
-        Returns ``(received', words (global), topics, counts, dk, (lo, hi))``, merged (each
-        (word, topic) once); ``dk`` is the change of this actor's ``n_k`` part (all rows, not
-        only the shard's). Clocks in ``(lo, hi]`` come folded (every writer's delta, the
-        puller's own included: its cache takes its own out again); clocks the shard holds in
-        part and clocks not folded yet come per writer, other shards' only. ``received`` is the
-        shard's own record of what it has, so a retried pull returns the same again and loses
-        nothing; it also acknowledges those deltas, which lets the log be trimmed. Pushes of one
-        writer arrive in clock order, so everything of a writer up to the newest clock
-        returned has been delivered.
+        Returns ``(received', words (global), topics, counts, dk)``, merged (each (word, topic)
+        once); ``dk`` is the change of this actor's ``n_k`` part (all rows, not only the
+        shard's). Folded clocks the shard holds nothing of come as slices of ``D_c`` less its
+        own entries; clocks it holds in part and clocks not folded yet, per writer.
+        ``received`` is the shard's own record of what it has, so a retried pull returns the
+        same again and loses nothing; it also acknowledges those deltas, which lets the log be
+        trimmed. Pushes of one writer arrive in clock order, so everything of a writer up to
+        the newest clock returned has been delivered.
         """
         shard, upto = int(shard), int(upto)
         received = np.asarray(received, dtype=np.int64).copy()
@@ -297,10 +304,7 @@ class TableShard:
         hi = max(lo, min(self._folded_upto, upto))
         dk = np.zeros(self.n_topics, dtype=np.int64)
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        if not len(others):  # a single writer: nothing to receive but its own moves
-            received[shard] = hi
-            lo = hi
-        else:
+        if len(others):  # (a single writer has nothing to receive but its own moves)
             vocab = self._vocab[shard]
             for c in sorted(c for c in self._folded if lo < c <= hi):
                 d = self._folded[c]
@@ -311,14 +315,27 @@ class TableShard:
                 self.pull_rows_probed += min(len(vocab), len(d.rows))
                 part = gather(d.row_ptr, d.topics, d.counts, sel)
                 self.pull_gathered += len(part[0])
-                parts.append(part)
                 dk += d.dk
+                own = [e for e in self._log.get(c, ()) if e.writer == shard]
+                if own:  # its own moves are in its cache already: out of the slice
+                    e = own[0]
+                    keep = mask[e.rows]  # (all of them, unless it pushed foreign words)
+                    part = subtract_sorted(*part, e.rows[keep], e.topics[keep],
+                                           e.counts[keep], self.n_topics)
+                    self.pull_own += len(e.rows)
+                    dk -= e.dk
+                else:  # D_c keeps net zeros (see fold): none goes on the wire
+                    nonzero = part[2] != 0
+                    part = (part[0][nonzero], part[1][nonzero], part[2][nonzero])
+                parts.append(part)
             had = received.copy()
             if hi > lo:  # then upto >= hi: the clocks held in part (<= lo) come below
                 np.maximum(received, hi, out=received)
             # clocks held in part (a folded one's entries were kept, see _mark_partial) and
             # the frontier: other writers' entries the shard does not have yet
-            for c in sorted(c for c in self._log if c <= upto and not lo < c <= hi):
+            least = int(others.min())  # clocks <= this one it has from every writer
+            for c in sorted(c for c in self._log
+                            if c <= upto and (c > hi or least < c <= lo)):
                 for e in self._log[c]:
                     if e.writer == shard or had[e.writer] >= c:
                         continue
@@ -342,19 +359,26 @@ class TableShard:
         words = rows + np.int32(self.row_start)
         self.pull_entries_out += len(words)
         self.bytes_out += words.nbytes + topics.nbytes + counts.nbytes + dk.nbytes
-        return received, words, topics, counts, dk, (lo, hi)
+        return received, words, topics, counts, dk
 
     def _trim(self) -> None:
-        """Drop what every puller has: ``D_c`` once each has all of clock ``c``, a folded
-        clock's per-writer entries once each other shard has that writer's ``c``."""
+        """Drop what nobody needs any more: ``D_c`` once every puller has all of clock ``c``; a
+        folded clock's per-writer entry once its writer can no longer be served that clock
+        folded (it acknowledged some other writer's ``c``) and no puller holds that clock in
+        part without that writer's entry."""
         got = self._received.copy()
-        np.fill_diagonal(got, np.iinfo(np.int64).max)
+        top = np.iinfo(np.int64).max
+        np.fill_diagonal(got, top)
         low = got.min(axis=0)  # per writer: the clock every reader has
         everyone = int(low.min())
+        np.fill_diagonal(got, np.iinfo(np.int64).min)
+        # per writer as a reader: its pulls serve folded only clocks after this one
+        past = got.max(axis=1) if self.n_shards > 1 else np.full(1, top)
         for c in [c for c in self._folded if c <= everyone]:
             del self._folded[c]
         for c in [c for c in self._log if c <= self._folded_upto]:
-            kept = [e for e in self._log[c] if c > low[e.writer]]
+            kept = [e for e in self._log[c]
+                    if c > past[e.writer] or (c in self._partial and c > low[e.writer])]
             if kept:
                 self._log[c] = kept
             else:
@@ -387,7 +411,7 @@ class TableShard:
         """Counters: bytes in/out, pushes applied/ignored, log length, applied clocks, and the
         work of pulls in entries (``fold_entries``: pushed entries summed into folded clocks;
         per pull: ``pull_rows_probed``, ``pull_gathered``, ``pull_log_scanned``,
-        ``pull_merged``, ``pull_entries_out``)."""
+        ``pull_merged``, ``pull_own``, ``pull_entries_out``)."""
         return {"index": self.index, "rows": [self.row_start, self.row_stop],
                 "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
                 "pushes": self.n_pushes, "ignored": self.n_ignored,
@@ -398,4 +422,5 @@ class TableShard:
                 "pulls": self.n_pulls, "fold_entries": self.fold_entries,
                 "pull_rows_probed": self.pull_rows_probed,
                 "pull_gathered": self.pull_gathered, "pull_log_scanned": self.pull_log_scanned,
-                "pull_merged": self.pull_merged, "pull_entries_out": self.pull_entries_out}
+                "pull_merged": self.pull_merged, "pull_own": self.pull_own,
+                "pull_entries_out": self.pull_entries_out}
