@@ -143,6 +143,75 @@ def _fold(rows, topics, counts, n_rows, n_topics):  # pragma: no cover - jit
 
 
 @numba.njit(nogil=True, cache=True)
+def _fold_sorted(rows, topics, counts, starts, n_rows, n_topics):  # pragma: no cover - jit
+    """:func:`_fold` for entries made of runs ``[starts[j], starts[j + 1])`` each sorted by
+    (row, topic) and unique (what sweeps push): a k-way merge on a binary heap, O(M log k)."""
+    k = starts.shape[0] - 1
+    heap = np.empty(k, np.int64)  # run ids, ordered by the key of their head
+    head = starts[:-1].copy()
+    size = 0
+    for j in range(k):
+        if head[j] < starts[j + 1]:
+            heap[size] = j
+            size += 1
+            c = size - 1  # sift up
+            while c > 0:
+                par = (c - 1) // 2
+                a, b = heap[c], heap[par]
+                ka = np.int64(rows[head[a]]) * n_topics + topics[head[a]]
+                kb = np.int64(rows[head[b]]) * n_topics + topics[head[b]]
+                if ka >= kb:
+                    break
+                heap[c], heap[par] = b, a
+                c = par
+    m = rows.shape[0]
+    out_r = np.empty(m, np.int32)
+    out_t = np.empty(m, np.int32)
+    out_c = np.empty(m, np.int32)
+    n = 0
+    last = np.int64(-1)
+    while size > 0:
+        j = heap[0]
+        i = head[j]
+        key = np.int64(rows[i]) * n_topics + topics[i]
+        if key == last:
+            out_c[n - 1] += counts[i]
+        else:
+            out_r[n] = rows[i]
+            out_t[n] = topics[i]
+            out_c[n] = counts[i]
+            n += 1
+            last = key
+        head[j] += 1
+        if head[j] == starts[j + 1]:  # run exhausted: the last one takes the root
+            size -= 1
+            heap[0] = heap[size]
+        c = 0  # sift down
+        while True:
+            left = 2 * c + 1
+            if left >= size:
+                break
+            best = left
+            kb = np.int64(rows[head[heap[left]]]) * n_topics + topics[head[heap[left]]]
+            right = left + 1
+            if right < size:
+                kr = np.int64(rows[head[heap[right]]]) * n_topics + topics[head[heap[right]]]
+                if kr < kb:
+                    best, kb = right, kr
+            kc = np.int64(rows[head[heap[c]]]) * n_topics + topics[head[heap[c]]]
+            if kc <= kb:
+                break
+            heap[c], heap[best] = heap[best], heap[c]
+            c = best
+    row_ptr = np.zeros(n_rows + 1, np.int64)
+    for q in range(n):
+        row_ptr[out_r[q] + 1] += 1
+    for r in range(n_rows):
+        row_ptr[r + 1] += row_ptr[r]
+    return row_ptr, out_t[:n].copy(), out_c[:n].copy()
+
+
+@numba.njit(nogil=True, cache=True)
 def _gather(row_ptr, topics, counts, sel, out_r, out_t, out_c, at):  # pragma: no cover - jit
     """Copy the entries of rows ``sel`` (int64 [S]) into ``out_*`` from position ``at``;
     return the position after the last one written (rows as int32)."""
@@ -158,8 +227,15 @@ def _gather(row_ptr, topics, counts, sel, out_r, out_t, out_c, at):  # pragma: n
 
 
 def fold(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_rows: int,
-         n_topics: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+         n_topics: int, starts: np.ndarray | None = None, merge_runs: int = 4
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Checked wrapper of :func:`_fold`: ``(row_ptr, topics, counts)`` of the summed delta.
+
+    ``starts`` (int64 [k + 1]): the entries are k pushes one after the other; when each is
+    sorted by (row, topic) and unique (as sweeps push them) and k <= ``merge_runs`` they are
+    merged (:func:`_fold_sorted`) instead of sorted by row. Measured (360k entries, 10k rows,
+    K = 1000): merging 2 pushes 4.2 ms against 7.8; 16 pushes 14.0 against 11.7 (the heap's
+    log k per entry beats the row sort only for few runs).
 
     Examples
     --------
@@ -169,8 +245,17 @@ def fold(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_rows: int,
     """
     if not (len(rows) == len(topics) == len(counts)):
         raise ValueError("rows, topics and counts must have the same length")
-    return _fold(np.asarray(rows, dtype=np.int32), np.asarray(topics, dtype=np.int32),
-                 np.asarray(counts, dtype=np.int32), int(n_rows), int(n_topics))
+    rows = np.asarray(rows, dtype=np.int32)
+    topics = np.asarray(topics, dtype=np.int32)
+    counts = np.asarray(counts, dtype=np.int32)
+    if starts is not None and len(rows) > 1 and len(starts) - 1 <= merge_runs:
+        flat = rows.astype(np.int64) * n_topics + topics
+        up = flat[1:] > flat[:-1]
+        up[np.asarray(starts[1:-1], dtype=np.int64) - 1] = True  # a new push may start lower
+        if up.all():
+            return _fold_sorted(rows, topics, counts, np.asarray(starts, dtype=np.int64),
+                                int(n_rows), int(n_topics))
+    return _fold(rows, topics, counts, int(n_rows), int(n_topics))
 
 
 def gather(row_ptr: np.ndarray, topics: np.ndarray, counts: np.ndarray, sel: np.ndarray

@@ -9,10 +9,12 @@ Pulls by clock ("move as little as possible"; a delta of a clock is much smaller
 it touches once K is in the hundreds). What the server does per clock grows with the entries
 that changed, not with the number of clients:
 
-* **Fold once.** The moment every writer's push of clock ``c`` has arrived (where the
-  log-likelihood snapshot is taken), that clock's entries are summed once into ``D_c``: unique
+* **Fold once.** Once every writer's push of clock ``c`` has arrived (where the
+  log-likelihood snapshot is taken), the first pull that needs it sums that clock's entries
+  once into ``D_c`` (none does when a puller has a single other writer): unique
   (row, topic) pairs sorted by row with a ``row_ptr`` index over this actor's rows, and its
-  ``dk`` (:func:`biglda.ps._kernels.fold`, a counting sort, no global sort).
+  ``dk`` (:func:`biglda.ps._kernels.fold`: a merge of the pushes, each sorted by (word,
+  topic), or a counting sort by row; no global sort).
 * **Serve slices.** A pull gets, for every folded clock it holds nothing of, the slice of
   ``D_c`` on its rows: a gather through ``row_ptr`` (over its vocabulary, or over the rows of
   ``D_c`` through its mask, whichever is shorter), no sort; several clocks (SSP) are merged.
@@ -24,9 +26,11 @@ that changed, not with the number of clients:
 * **The per-writer log only for the frontier.** Entries of clocks not folded yet stay per
   writer; a pull past the folded clocks (SSP's "whatever has arrived") gets the other writers'
   entries of those clocks from it as before, so SSP freshness is unchanged. A folded clock's
-  per-writer entries stay only while their writer may still be served that clock folded (its
-  own moves to take out) or some puller holds part of that clock (it gets the rest per
-  writer); ``D_c`` is dropped once every puller has all of clock ``c``.
+  per-writer entries stay as long as the log kept them before (until every other shard has
+  received them) and while their writer may still be served that clock folded (its own moves
+  to take out): a puller that holds part of a clock gets the rest per writer, and a pull with
+  a single other writer is that writer's entry (cheaper than a slice less one's own moves).
+  ``D_c`` is dropped once every puller has all of clock ``c``.
 
 Pulling by clock rather than "whatever arrived" makes BSP deterministic: the same seed and
 shard layout give the same run, on any number of workers. The actor also keeps the word part of
@@ -122,12 +126,11 @@ class TableShard:
         self.row_ll = 0.0  # Σ over entries of lgamma(n + β) − lgamma(β)
         self._lg = lgamma_table(self.beta)
         self.applied = np.full(self.n_shards, NO_CLOCK, dtype=np.int64)  # last clock per shard
-        # per-writer entries by clock: the frontier (clocks not folded yet), and folded clocks
-        # whose writer may still be served them folded or some puller holds in part
+        # per-writer entries by clock: the frontier (clocks not folded yet), and folded ones
+        # some reader lacks or whose writer may still be served them folded (see _trim)
         self._log: dict[int, list[LogEntry]] = {}
         self._folded: dict[int, FoldedClock] = {}  # D_c of folded clocks not yet everyone's
-        self._folded_upto = NO_CLOCK  # every clock <= this one is folded
-        self._partial: set[int] = set()  # clocks some reply left a puller holding in part
+        self._folded_upto = NO_CLOCK  # every clock <= this one is complete (may be folded)
         # received[reader, writer]: newest clock of writer's deltas the reader acknowledged
         self._received = np.full((self.n_shards, self.n_shards), NO_CLOCK, dtype=np.int64)
         self._vocab: dict[int, np.ndarray] = {}  # reader -> its sorted local rows
@@ -177,25 +180,28 @@ class TableShard:
             self._log.setdefault(clock, []).append(LogEntry(shard, rows, topics, counts, dk))
         low = int(self.applied.min())
         if low > self._snap_clock:
-            self._fold_upto(low)
+            self._folded_upto = low  # complete: folded by the first pull that needs it
             self._snap_clock = low
             self._snapshots[low] = self._state_after(low)
         return True
 
-    def _fold_upto(self, clock: int) -> None:
-        """Fold every logged clock ``<= clock`` not folded yet into its ``D_c`` (once)."""
-        for c in sorted(c for c in self._log if self._folded_upto < c <= clock):
-            entries = self._log[c]
+    def _fold(self, clock: int) -> FoldedClock:
+        """``D_c`` of a complete clock, summed once (all its per-writer entries are logged
+        until then: the pull that asks lacks every one of them, see :meth:`_trim`)."""
+        d = self._folded.get(clock)
+        if d is None:
+            entries = self._log[clock]
             rows = np.concatenate([e.rows for e in entries])
             topics = np.concatenate([e.topics for e in entries])
             counts = np.concatenate([e.counts for e in entries])
+            starts = np.cumsum([0] + [len(e.rows) for e in entries])
             row_ptr, d_topics, d_counts = fold(rows, topics, counts, len(self.n_wk),
-                                               self.n_topics)
+                                               self.n_topics, starts)
             self.fold_entries += len(rows)
-            self._folded[c] = FoldedClock(row_ptr, d_topics, d_counts,
-                                          np.flatnonzero(np.diff(row_ptr)),
-                                          np.sum([e.dk for e in entries], axis=0))
-        self._folded_upto = max(self._folded_upto, clock)
+            d = FoldedClock(row_ptr, d_topics, d_counts, np.flatnonzero(np.diff(row_ptr)),
+                            np.sum([e.dk for e in entries], axis=0))
+            self._folded[clock] = d
+        return d
 
     def _state_after(self, clock: int) -> tuple[float, np.ndarray]:
         """``(row_ll, n_k part)`` of the table after every shard's clock ``clock`` and nothing later.
@@ -242,7 +248,7 @@ class TableShard:
         n_k = self.n_k.copy()
         local = None
         for c in sorted(self._folded):
-            if c > upto:  # folded: one slice of D_c
+            if c > upto:  # folded: one slice of D_c (its per-writer entries may be trimmed)
                 d = self._folded[c]
                 if local is None:
                     local = np.full(len(self.n_wk), -1, dtype=np.int64)
@@ -251,7 +257,7 @@ class TableShard:
                 add_coo(out, local[r], t, -k)
                 n_k -= d.dk
         for c in sorted(self._log):
-            if c > upto and c > self._folded_upto:  # the frontier: per writer
+            if c > upto and c not in self._folded:  # not folded (yet): per writer
                 if local is None:
                     local = np.full(len(self.n_wk), -1, dtype=np.int64)
                     local[rows] = np.arange(len(rows))
@@ -262,22 +268,11 @@ class TableShard:
         # a writer that has not pushed ``upto`` yet (SSP) still owes its later clocks
         received = np.minimum(self.applied, upto)
         self._received[shard] = received
-        self._mark_partial(shard, received)
         self.bytes_out += out.nbytes + n_k.nbytes
         return out, n_k, received
 
     def _others(self, shard: int, received: np.ndarray) -> np.ndarray:
         return np.delete(received, shard)
-
-    def _mark_partial(self, shard: int, received: np.ndarray) -> None:
-        """Remember the clocks a reply leaves ``shard`` holding in part (some writers' only):
-        their per-writer entries must outlive their fold."""
-        others = self._others(shard, received)
-        if len(others) == 0:
-            return
-        lo, hi = int(others.min()), int(others.max())
-        if lo < hi:
-            self._partial.update(c for c in self._log if lo < c <= hi)
 
     def pull(self, shard: int, received: np.ndarray, upto: int
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -306,8 +301,17 @@ class TableShard:
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         if len(others):  # (a single writer has nothing to receive but its own moves)
             vocab = self._vocab[shard]
-            for c in sorted(c for c in self._folded if lo < c <= hi):
-                d = self._folded[c]
+            for c in sorted(c for c in self._log if lo < c <= hi):
+                # the shard has no writer's c, so every writer's entry is still logged
+                theirs = [e for e in self._log[c] if e.writer != shard]
+                if len(theirs) == 1:  # one other writer: its entry is the answer
+                    e = theirs[0]
+                    keep = mask[e.rows]
+                    self.pull_log_scanned += len(e.rows)
+                    parts.append((e.rows[keep], e.topics[keep], e.counts[keep]))
+                    dk += e.dk
+                    continue
+                d = self._fold(c)
                 if len(vocab) <= len(d.rows):  # cut by the vocabulary through row_ptr
                     sel = vocab
                 else:  # or the changed rows by the mask: whichever is shorter
@@ -316,7 +320,7 @@ class TableShard:
                 part = gather(d.row_ptr, d.topics, d.counts, sel)
                 self.pull_gathered += len(part[0])
                 dk += d.dk
-                own = [e for e in self._log.get(c, ()) if e.writer == shard]
+                own = [e for e in self._log[c] if e.writer == shard]
                 if own:  # its own moves are in its cache already: out of the slice
                     e = own[0]
                     keep = mask[e.rows]  # (all of them, unless it pushed foreign words)
@@ -331,8 +335,8 @@ class TableShard:
             had = received.copy()
             if hi > lo:  # then upto >= hi: the clocks held in part (<= lo) come below
                 np.maximum(received, hi, out=received)
-            # clocks held in part (a folded one's entries were kept, see _mark_partial) and
-            # the frontier: other writers' entries the shard does not have yet
+            # clocks held in part (folded or not: the entries are kept, see _trim) and the
+            # frontier: other writers' entries the shard does not have yet
             least = int(others.min())  # clocks <= this one it has from every writer
             for c in sorted(c for c in self._log
                             if c <= upto and (c > hi or least < c <= lo)):
@@ -354,7 +358,6 @@ class TableShard:
             rows, topics, counts = parts[0]
         else:
             rows = topics = counts = _EMPTY
-        self._mark_partial(shard, received)
         self._trim()
         words = rows + np.int32(self.row_start)
         self.pull_entries_out += len(words)
@@ -363,9 +366,11 @@ class TableShard:
 
     def _trim(self) -> None:
         """Drop what nobody needs any more: ``D_c`` once every puller has all of clock ``c``; a
-        folded clock's per-writer entry once its writer can no longer be served that clock
-        folded (it acknowledged some other writer's ``c``) and no puller holds that clock in
-        part without that writer's entry."""
+        folded clock's per-writer entry once every other shard has it and its writer can no
+        longer be served that clock folded (it acknowledged some other writer's ``c``).
+
+        Acknowledged, not sent: a reply may be lost and the pull retried with the older
+        ``received``, which must find the same entries."""
         got = self._received.copy()
         top = np.iinfo(np.int64).max
         np.fill_diagonal(got, top)
@@ -377,13 +382,11 @@ class TableShard:
         for c in [c for c in self._folded if c <= everyone]:
             del self._folded[c]
         for c in [c for c in self._log if c <= self._folded_upto]:
-            kept = [e for e in self._log[c]
-                    if c > past[e.writer] or (c in self._partial and c > low[e.writer])]
+            kept = [e for e in self._log[c] if c > low[e.writer] or c > past[e.writer]]
             if kept:
                 self._log[c] = kept
             else:
                 del self._log[c]
-                self._partial.discard(c)
         # unfolded clocks stay: the slowest shard's snapshot and the folds need them
 
     # -- read-outs ----------------------------------------------------------------------
