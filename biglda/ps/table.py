@@ -207,7 +207,7 @@ class TableShard:
         """``(row_ll, n_k part)`` of the table after every shard's clock ``clock`` and nothing later.
 
         Under SSP faster shards may already have pushed later clocks; their deltas are still in
-        the per-writer log (not folded: the slowest shard has not pushed them), so they are
+        the per-writer log (not complete: the slowest shard has not pushed them), so they are
         taken out and put back (exact integer arithmetic on the table; the LL of the cut is
         computed on the way). This makes the reported joint LL that of one consistent state:
         every shard after ``clock``.
@@ -387,7 +387,7 @@ class TableShard:
                 self._log[c] = kept
             else:
                 del self._log[c]
-        # unfolded clocks stay: the slowest shard's snapshot and the folds need them
+        # clocks not complete stay: the slowest shard's snapshot and the folds need them
 
     # -- read-outs ----------------------------------------------------------------------
     def snapshot(self, clock: int) -> tuple[float, np.ndarray] | None:
