@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from biglda.errors import BigLDAError
 
@@ -43,8 +44,13 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
                    help=r"regex of a token (default (?u)\b\w\w+\b: 2+ word characters)")
     p.add_argument("--pretokenized", action="store_true",
                    help="tokens are whitespace-separated; kept as given, no default filters")
-    p.add_argument("--stopwords", default=None, metavar="english|none|FILE",
-                   help="stopword list (default english; none with --pretokenized/UCI)")
+    p.add_argument("--stopwords", action="append", default=None, metavar="english|none|FILE",
+                   help="stopword list (default english; none with --pretokenized/UCI); "
+                        "repeat to combine lists: --stopwords english --stopwords extra.txt")
+    p.add_argument("--ngrams", type=int, default=1, metavar="N",
+                   help="also count 2..N-word sequences as words, joined by a space (like "
+                        "scikit-learn's ngram_range=(1, N)); --min-df keeps the frequent "
+                        "ones, and those starting or ending with a stopword go (default 1)")
     p.add_argument("--min-df", type=int, default=None, metavar="N",
                    help="drop words in fewer than N documents (default 5; 1 with "
                         "--pretokenized/UCI)")
@@ -60,27 +66,89 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
                    help="tokens per chunk of the stored tokens (default 2097152)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="tokenizing processes (default: 1 on <= 2 cores or small inputs)")
+    p.add_argument("--vocab-from", default=None, metavar="MODEL_OR_CORPUS",
+                   help="keep exactly the vocabulary (and tokenizer settings) of this model.zarr "
+                        "or corpus.zarr: words outside it are dropped and counted, the word "
+                        "filters do not apply (a held-out set for `biglda evaluate`)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=_cmd_ingest)
+
+
+def _vocab_source(url: str) -> tuple[list[str], dict]:
+    """The vocabulary and tokenizer settings of a corpus.zarr or a model.zarr."""
+    from biglda.corpus.store import Corpus, is_corpus
+
+    if is_corpus(url):
+        c = Corpus.open(url)
+        return [str(w) for w in c.vocab.tolist()], dict(c.tokenizer or {})
+    from biglda.model import load
+
+    try:
+        m = load(url)
+    except BigLDAError:
+        raise BigLDAError(f"--vocab-from {url}: neither a biglda corpus nor a model") from None
+    return [str(w) for w in m.vocab.tolist()], dict(m.tokenizer_settings or {})
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
     from biglda.corpus.ingest import ingest
     from biglda.corpus.tokenizer import DEFAULT_TOKEN_PATTERN
 
+    vocabulary = None
+    lowercase, pattern = args.lowercase, args.token_pattern or DEFAULT_TOKEN_PATTERN
+    pretokenized, ngrams = args.pretokenized, args.ngrams
+    if args.vocab_from:
+        # The source's words and tokenizer: the same text must give the same words.
+        vocabulary, tok = _vocab_source(args.vocab_from)
+        lowercase = bool(tok.get("lowercase", lowercase))
+        pattern = tok.get("token_pattern") or pattern
+        pretokenized = bool(tok.get("pretokenized", pretokenized))
+        ngrams = int(tok.get("ngrams", 1))
     stats = ingest(
-        args.inputs, args.out, format=args.format, lowercase=args.lowercase,
-        token_pattern=args.token_pattern or DEFAULT_TOKEN_PATTERN,
-        pretokenized=args.pretokenized, stopwords=args.stopwords, min_df=args.min_df,
-        max_df=args.max_df, max_vocab=args.max_vocab, min_doc_length=args.min_doc_length,
-        text_field=args.text_field, id_field=args.id_field, overwrite=args.overwrite,
-        chunk_tokens=args.chunk_tokens, jobs=args.jobs,
+        args.inputs, args.out, format=args.format, lowercase=lowercase,
+        token_pattern=pattern, pretokenized=pretokenized, stopwords=args.stopwords,
+        min_df=args.min_df, max_df=args.max_df, max_vocab=args.max_vocab,
+        min_doc_length=args.min_doc_length, text_field=args.text_field,
+        id_field=args.id_field, overwrite=args.overwrite, chunk_tokens=args.chunk_tokens,
+        jobs=args.jobs, vocabulary=vocabulary, ngrams=ngrams,
     )
     if not args.quiet:
         seconds = sum(stats.seconds.values())
         print(f"wrote {stats.out}: {stats.n_docs:,} documents, {stats.n_tokens:,} tokens, "
               f"{stats.n_words:,} words ({stats.input_tokens:,} input tokens in {seconds:.1f}s, "
               f"{stats.words_per_s / 1e6:.2f} M/s; {stats.dropped_docs:,} documents dropped)")
+        if vocabulary is not None:
+            share = stats.unknown_tokens / max(stats.input_tokens, 1)
+            print(f"vocabulary of {args.vocab_from}: {stats.unknown_tokens:,} input tokens "
+                  f"({share:.1%}) of words outside it dropped")
+    return 0
+
+
+def _add_split(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "split", help="split a corpus.zarr into train and test corpora (held-out evaluation)",
+        description="Put each document of CORPUS at random (seeded) into a train or a test "
+                    "corpus. Both keep the words by spelling, so `biglda evaluate MODEL --test "
+                    "TEST` scores the test documents with the training vocabulary. Nothing is "
+                    "written unless both parts are.")
+    p.add_argument("corpus", metavar="CORPUS.zarr", help="corpus made by `biglda ingest`")
+    p.add_argument("--train", required=True, metavar="TRAIN.zarr", help="training part")
+    p.add_argument("--test", required=True, metavar="TEST.zarr", help="held-out part")
+    p.add_argument("--test-fraction", type=float, default=0.1, metavar="F",
+                   help="share of documents held out, in (0, 1) (default 0.1)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    p.set_defaults(func=_cmd_split)
+
+
+def _cmd_split(args: argparse.Namespace) -> int:
+    from biglda.corpus.split import split_corpus
+
+    n_train, n_test = split_corpus(args.corpus, args.train, args.test, args.test_fraction,
+                                   args.seed, overwrite=args.overwrite)
+    if not args.quiet:
+        print(f"wrote {args.train} ({n_train:,} documents) and {args.test} ({n_test:,} "
+              f"documents; test fraction {args.test_fraction}, seed {args.seed})")
     return 0
 
 
@@ -115,6 +183,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     else:
         tok_text = f"pattern {tok.get('token_pattern', '?')}"
     tok_text += ", lowercase" if tok.get("lowercase") else ", case kept"
+    if int(tok.get("ngrams", 1)) > 1:
+        tok_text += f", n-grams 1..{tok['ngrams']}"
     summary = [
         ("corpus", c.url),
         ("documents", f"{c.n_docs:,}"),
@@ -176,9 +246,9 @@ def _add_datasets(sub: argparse._SubParsersAction) -> None:
 def _cmd_datasets(args: argparse.Namespace) -> int:
     import time
 
-    from biglda.corpus.storage import exists
     from biglda.corpus.synth import SynthSpec, write_synthetic
     from biglda.errors import ConfigError, OutputExistsError
+    from biglda.io import exists
 
     for name in ("docs", "vocab", "topics"):
         if getattr(args, name) < 1:
@@ -201,88 +271,72 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- training
-# train  (issue: Distributed training)
-
-
-def _staleness(text: str) -> float:
-    if text.strip().lower() in ("inf", "infinity", "async"):
-        return float("inf")
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number of clocks or 'inf', got {text!r}") from None
-    return float(value)
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
+    """The flags of ``biglda train``: one per setting of :class:`TrainConfig`, from it.
+
+    Every value is taken as text and converted by the setting itself (:func:`_train_settings`),
+    so a bad one is the same one-line error, with the flag's name, whatever its kind.
+    """
+    from biglda.trainer.config import settings
+
     p = sub.add_parser("train", help="train an LDA model on Dask",
                        description="Train an LDA model on a corpus.zarr with an embedded "
                                    "LocalCluster (default) or a Dask scheduler (--scheduler).")
     p.add_argument("corpus", metavar="CORPUS.zarr", help="corpus made by `biglda ingest`")
     p.add_argument("--out", required=True, metavar="MODEL.zarr", help="where to write the model")
-    p.add_argument("-k", "--topics", type=int, required=True, help="number of topics K")
-    p.add_argument("--iterations", type=int, default=100, help="sweeps in total (default 100)")
-    p.add_argument("--sampler", default="lightlda", metavar="{lightlda,cgs}",
-                   help="lightlda: Metropolis-Hastings, O(1)/token (default); cgs: exact Gibbs")
-    p.add_argument("--alpha", type=float, default=0.1, help="doc-topic prior (default 0.1)")
-    p.add_argument("--beta", type=float, default=0.01, help="topic-word prior (default 0.01)")
-    p.add_argument("--optimize-alpha-every", type=int, default=0, metavar="N",
-                   help="learn an asymmetric alpha (Minka's fixed point) every N iterations "
-                        "after a burn-in of max(10, 2N) (0 = keep --alpha; default 0)")
-    p.add_argument("--backend", default="cpu", choices=("cpu", "gpu", "auto"),
-                   help="sampler backend, chosen on each worker: cpu (default), gpu (an error "
-                        "without a usable GPU), auto (the GPU where one works, else CPU)")
-    p.add_argument("--balance", default="auto", choices=("auto", "throughput", "none"),
-                   help="place shards in proportion to each worker's measured tokens/s after "
-                        "the first clocks: auto (default: when workers run different "
-                        "backends), throughput (always), none")
-    p.add_argument("--workers", type=int, default=None,
-                   help="workers of the embedded cluster (default: one per core; with "
-                        "--backend gpu/auto and GPUs: one per GPU, plus under auto this many "
-                        "CPU workers, default the cores left)")
-    p.add_argument("--threads-per-worker", type=int, default=1,
-                   help="sampling threads per worker (default 1)")
-    p.add_argument("--staleness", type=_staleness, default=0.0, metavar="S",
-                   help="SSP staleness in clocks: 0 = BSP (default), N, or inf (asynchronous)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--checkpoint-every", type=int, default=10, metavar="N",
-                   help="write z every N iterations next to --out (0 = never; default 10)")
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
-    p.add_argument("--scheduler", default=None, metavar="ADDR",
-                   help="Dask scheduler address (tcp://host:port); default: embedded cluster")
-    p.add_argument("--max-seconds", type=float, default=None, help="stop after this wall time")
-    p.add_argument("--tol", type=float, default=None,
-                   help="stop when the relative log-likelihood change is below this")
-    p.add_argument("--shards", type=int, default=None,
-                   help="document shards (default: one per worker thread)")
     p.add_argument("--metrics", default=None, metavar="metrics.jsonl",
                    help="write every metrics record as a JSON line here")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="how long to try reaching --scheduler (default 10)")
+    for name, s in settings().items():
+        flags = [s.short, s.flag] if s.short else [s.flag]
+        if s.kind == "switch":
+            p.add_argument(*flags, dest=name, action="store_const", const="true", default=None,
+                           help=s.help)
+        else:
+            choices = s.choice_list() if not callable(s.choices) else ()
+            metavar = s.metavar or ("{" + ",".join(choices) + "}" if choices else None)
+            p.add_argument(*flags, dest=name, default=None, metavar=metavar, help=s.help,
+                           action="append" if s.kind == "pairs" else "store")
     p.set_defaults(func=_cmd_train)
+
+
+def _train_settings(args: argparse.Namespace) -> dict:
+    """The settings given on the command line, converted and checked by their declaration."""
+    from biglda.trainer.config import parse_pairs, settings
+
+    given = {}
+    for name, s in settings().items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        given[name] = parse_pairs(name, value) if s.kind == "pairs" else value
+    return given
+
+
+def _flag_message(exc: Any) -> str:
+    """A :class:`SettingError` as the CLI says it: the flag in place of the setting's name."""
+    from biglda.trainer.config import setting_of
+
+    sep = "" if exc.problem.startswith(":") else " "
+    return f"{setting_of(exc.name).flag}{sep}{exc.problem}"
 
 
 class _TrainProgress:
     """Receives metrics records: the progress bar, the prints, and metrics.jsonl."""
 
     def __init__(self, total: int, quiet: bool, metrics: str | None) -> None:
-        self.total, self.quiet, self.metrics_path = total, quiet, metrics
+        from biglda.trainer.metrics import JsonlSink
+
+        self.total, self.quiet = total, quiet
         self.iterations: list[dict] = []
         self.rebalances: list[dict] = []
-        self._metrics = None
+        self._metrics = JsonlSink(metrics)
         self._progress = None
         self._task = None
 
     def __call__(self, rec: dict) -> None:
-        import json
-
-        if self.metrics_path:
-            if self._metrics is None:
-                self._metrics = open(self.metrics_path, "w")  # closed in close()
-            self._metrics.write(json.dumps(rec, default=str) + "\n")
-            self._metrics.flush()
+        self._metrics(rec)
         kind = rec.get("type")
         if kind == "iteration":
             self.iterations.append(rec)
@@ -348,8 +402,7 @@ class _TrainProgress:
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
-        if self._metrics is not None:
-            self._metrics.close()
+        self._metrics.close()
 
 
 def _si(x: float) -> str:
@@ -362,31 +415,35 @@ def _si(x: float) -> str:
 def _cmd_train(args: argparse.Namespace) -> int:
     import distributed  # noqa: F401 - its import sets the "distributed" loggers to INFO
 
-    from biglda.train.driver import train
+    from biglda.errors import SettingError
+    from biglda.model.training import train_to_store
+    from biglda.trainer.config import TrainConfig
 
     if args.verbose < 2:  # keep the scheduler of the embedded cluster as quiet as asked
         logging.getLogger("distributed").setLevel(
             max(logging.getLogger().getEffectiveLevel(), logging.WARNING))
-
-    progress = _TrainProgress(args.iterations, args.quiet, args.metrics)
     try:
-        out = train(args.corpus, args.out, n_topics=args.topics, iterations=args.iterations,
-                    sampler=args.sampler, alpha=args.alpha, beta=args.beta,
-                    workers=args.workers, threads_per_worker=args.threads_per_worker,
-                    staleness=args.staleness, seed=args.seed,
-                    checkpoint_every=args.checkpoint_every, resume=args.resume,
-                    scheduler=args.scheduler, max_seconds=args.max_seconds, tol=args.tol,
-                    n_shards=args.shards, overwrite=args.overwrite, on_record=progress,
-                    connect_timeout=args.connect_timeout,
-                    optimize_alpha_every=args.optimize_alpha_every, backend=args.backend,
-                    balance=args.balance)
-    finally:
-        progress.close()
+        cfg = TrainConfig.from_settings(**_train_settings(args))
+        progress = _TrainProgress(cfg.iterations, args.quiet, args.metrics)
+        try:
+            out = train_to_store(args.corpus, args.out, cfg, on_record=progress)
+        finally:
+            progress.close()
+    except SettingError as exc:
+        raise _CliError(_flag_message(exc), exc.exit_code) from None
     if not args.quiet:
         for line in progress.summary():
             print(line)
         print(f"model written to {out}")
     return 0
+
+
+class _CliError(BigLDAError):
+    """A library error reworded for the command line (flags instead of setting names)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 # --------------------------------------------------------------------------- model commands
@@ -415,10 +472,19 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=_cmd_infer)
 
-    p = sub.add_parser("evaluate", help="held-out likelihood, coherence and diversity")
+    p = sub.add_parser(
+        "evaluate", help="held-out likelihood, coherence and diversity (reads only; --save keeps it)",
+        description="Score a model on held-out documents: document-completion likelihood, "
+                    "NPMI/UMass coherence, topic diversity. Only reads the model unless --save "
+                    "is given. Make the test set with the training vocabulary: `biglda split` "
+                    "before training, or `biglda ingest --vocab-from MODEL` for new text.")
     p.add_argument("model", help="model.zarr path or URL")
     p.add_argument("--test", required=True, metavar="CORPUS",
-                   help="held-out corpus.zarr (words mapped to the model's by spelling)")
+                   help="held-out corpus.zarr (words mapped to the model's by spelling; words "
+                        "the model does not know are dropped, and a warning gives their share)")
+    p.add_argument("--save", action="store_true",
+                   help="also store the result in the model (a history keyed by the test "
+                        "corpus, shown by `biglda report`); the only way evaluate writes")
     p.add_argument("--coherence-corpus", metavar="CORPUS",
                    help="reference corpus for NPMI/UMass coherence (default: --test)")
     p.add_argument("--top-n", type=int, default=10, help="top words per topic for coherence")
@@ -431,14 +497,38 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_evaluate)
 
-    p = sub.add_parser("export", help="export top words, doc-topic mixtures or pyLDAvis data")
+    p = sub.add_parser(
+        "export", help="export top words, the topic-word or doc-topic matrix, or pyLDAvis",
+        description="csv: --what top-words (default), topic-word (one row per word, a column "
+                    "per topic: p(word | topic)) or doc-topic (one row per training document "
+                    "with its id). parquet and npy: doc-topic (default) or topic-word; parquet "
+                    "needs pyarrow (pip install 'biglda[parquet]'). json: top words. pyldavis: "
+                    "pyLDAvis's prepared data, plus a self-contained HTML page when pyLDAvis is "
+                    "installed (pip install 'biglda[viz]').")
     p.add_argument("model", help="model.zarr path or URL")
     p.add_argument("--format", required=True, dest="export_format",
                    choices=["csv", "json", "npy", "parquet", "pyldavis"])
+    p.add_argument("--what", default=None, choices=["top-words", "topic-word", "doc-topic"],
+                   help="which table (default: top-words for csv/json, doc-topic for "
+                        "npy/parquet)")
     p.add_argument("--out", required=True, metavar="PATH")
     p.add_argument("--top", type=int, default=10, metavar="N", help="words per topic (csv, json)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=_cmd_export)
+
+
+def _check_writable_dir(out: str) -> None:
+    """Create the folder of a local output ``out`` and check that it can be written, before
+    any work starts (URLs are left to the writer)."""
+    if "://" in out:
+        return
+    folder = os.path.dirname(os.path.abspath(out))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BigLDAError(f"cannot write {out}: Permission denied")
 
 
 def _check_positive(name: str, value: int) -> None:
@@ -449,18 +539,33 @@ def _check_positive(name: str, value: int) -> None:
 def _cmd_topics(args: argparse.Namespace) -> int:
     import json
 
+    import numpy as np
+
     from biglda.model import load
 
     _check_positive("--top", args.top)
     model = load(args.model)
     rows = model.topics(args.top)
+    for r in rows:
+        r["alpha"] = float(model.alpha[r["topic"]])
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
+    alpha = model.alpha
+    symmetric = bool(np.allclose(alpha, alpha[0]))
     print(f"{model.n_topics} topics, {model.n_words} words, {model.n_docs} documents, "
-          f"{model.n_tokens} tokens")
+          f"{model.n_tokens} tokens; alpha "
+          + (f"{alpha[0]:.4g} (symmetric)" if symmetric else
+             f"asymmetric (learned: min {alpha.min():.4g}, max {alpha.max():.4g}, "
+             f"sum {alpha.sum():.4g})") + f", beta {model.beta:.4g}")
+    if symmetric:
+        for r in rows:
+            print(f"{r['topic']:>4} {100 * r['share']:6.2f}%  {' '.join(r['words'])}")
+        return 0
+    print("topic   share   alpha  top words")
     for r in rows:
-        print(f"{r['topic']:>4} {100 * r['share']:6.2f}%  {' '.join(r['words'])}")
+        print(f"{r['topic']:>5} {100 * r['share']:6.2f}%  {alpha[r['topic']]:6.4f}  "
+              f"{' '.join(r['words'])}")
     return 0
 
 
@@ -517,6 +622,7 @@ def _csv_field(text: str) -> str:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     import json
+    import math
 
     from biglda.corpus import Corpus
     from biglda.model import load
@@ -529,36 +635,62 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     ref = Corpus.open(args.coherence_corpus) if args.coherence_corpus else test
     npmi = model.coherence(ref, measure="npmi", top_n=args.top_n, window=args.window)
     umass = model.coherence(ref, measure="umass", top_n=args.top_n, window=args.window)
+    # Tokens an `ingest --vocab-from` already dropped count as unknown too: the share is
+    # of the test text as read, not of what survived.
+    dropped = int((test.attrs.get("filters") or {}).get("unknown_tokens") or 0)
+    n_unknown, n_input = held.n_unknown + dropped, test.n_tokens + dropped
+    unknown_share = n_unknown / max(n_input, 1)
     results = {
-        "test_corpus": args.test,
+        "test_corpus": _resolved(args.test),
         "heldout_loglik_per_token": held.loglik_per_token,
         "perplexity": held.perplexity,
         "heldout_tokens_scored": held.n_tokens,
         "heldout_docs": held.n_docs,
         "heldout_unknown_tokens": held.n_unknown,
+        "heldout_dropped_at_ingest": dropped,
+        "heldout_unknown_share": unknown_share,
         "heldout_method": "document completion: even positions observed, odd scored; "
                           f"{args.burn_in} burn-in + {args.samples} averaged sweeps",
-        "coherence_corpus": args.coherence_corpus or args.test,
+        "coherence_corpus": _resolved(args.coherence_corpus or args.test),
         "coherence_window": args.window,
         "coherence_top_n": args.top_n,
         "npmi": npmi.mean,
         "umass": umass.mean,
         "diversity": model.diversity(25),
+        "npmi_per_topic": [float(v) if math.isfinite(v) else None for v in npmi.per_topic],
     }
-    try:
-        model.record_evaluation(results)
-    except BigLDAError as exc:  # the scores are still worth printing
-        log.warning("%s", exc)
+    if unknown_share > UNKNOWN_WARN_SHARE:
+        advice = ("the test text shares little vocabulary with the training corpus" if dropped
+                  else "make the test set with `biglda split` or `biglda ingest --vocab-from "
+                       "MODEL`")
+        print(f"biglda: warning: {unknown_share:.1%} of the held-out tokens ({n_unknown:,} "
+              f"of {n_input:,}{', counting those ingest --vocab-from dropped' if dropped else ''}"
+              f") are words the model does not know and were not scored; {advice}",
+              file=sys.stderr)
+    if args.save:
+        model.record_evaluation(results, key=results["test_corpus"])
     if args.json:
-        print(json.dumps({**results, "npmi_per_topic": npmi.to_dict()["per_topic"]}, indent=1))
+        print(json.dumps(results, indent=1))
         return 0
     print(f"held-out log-likelihood/token {held.loglik_per_token:.4f}  perplexity "
           f"{held.perplexity:.1f}  ({held.n_tokens} tokens scored in {held.n_docs} documents; "
-          f"{held.n_unknown} unknown tokens dropped)")
+          f"{n_unknown} unknown tokens dropped, {unknown_share:.1%})")
     print(f"coherence NPMI {npmi.mean:.4f}  UMass {umass.mean:.4f}  (top {args.top_n} words, "
           f"{'documents' if args.window is None else f'windows of {args.window}'})")
     print(f"topic diversity (top 25) {results['diversity']:.3f}")
+    if args.save:
+        print(f"saved in {args.model} (evaluations of {results['test_corpus']})")
     return 0
+
+
+# A share of unknown held-out tokens above this is worth a warning: the score then
+# describes a different, smaller test set.
+UNKNOWN_WARN_SHARE = 0.05
+
+
+def _resolved(url: str) -> str:
+    """A local path made absolute (the key of an evaluation); URLs as given."""
+    return url if "://" in url else os.path.abspath(url)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -568,7 +700,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     _check_positive("--top", args.top)
     model = load(args.model)
     written = export_model(model, args.export_format, args.out, top_n=args.top,
-                           overwrite=args.overwrite)
+                           overwrite=args.overwrite, what=args.what)
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -586,9 +718,10 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
                     "opens offline (no server, no CDN).")
     p.add_argument("model", metavar="MODEL", help="model.zarr written by biglda train")
     p.add_argument("-o", "--out", default="report.html",
-                   help="HTML file to write (default: report.html)")
+                   help="HTML file to write (default: report.html; folders are created)")
     p.add_argument("--top-n", type=int, default=15, metavar="N",
                    help="words shown per topic (default: 15)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=_cmd_report)
 
 
@@ -598,9 +731,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     if args.top_n < 1:
         raise BigLDAError(f"--top-n must be >= 1, got {args.top_n}")
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(out_dir):
-        raise BigLDAError(f"{args.out}: directory {out_dir} does not exist")
+    from biglda.errors import OutputExistsError
+
+    if os.path.exists(args.out) and not args.overwrite:
+        raise OutputExistsError(f"output {args.out} already exists (use --overwrite to "
+                                "replace it)")
+    _check_writable_dir(args.out)
     # The report lives in the dashboards package, which biglda never imports directly.
     found = entry_points(group="biglda.reports", name="html")
     if not found:
@@ -690,14 +826,22 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- entry point
 
 
+def _version() -> str:
+    from biglda import __version__
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="biglda", description="Distributed LDA topic modeling on Dask."
     )
+    parser.add_argument("--version", action="version", version=f"biglda {_version()}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_ingest(sub)
+    _add_split(sub)
     _add_info(sub)
     _add_datasets(sub)
     _add_train(sub)

@@ -33,3 +33,30 @@ class ConfigError(BigLDAError):
 
 class ClusterError(BigLDAError):
     """The Dask cluster cannot be reached or lost state that cannot be recovered."""
+
+
+class SettingError(ConfigError):
+    """A training setting with a bad value; ``name`` is the setting, ``problem`` the rest.
+
+    The message reads ``"<name> <problem>"`` (``n_topics must be >= 2, got 1``); the CLI
+    says the same with the flag in place of the name (``--topics must be >= 2, got 1``).
+    """
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"{name}{'' if problem.startswith(':') else ' '}{problem}")
+        self.name = name
+        self.problem = problem
+
+
+class WorkerLost(ClusterError):
+    """A worker the run uses left the cluster (the driver recovers from it)."""
+
+
+class Interrupted(BigLDAError):
+    """Training was interrupted (SIGINT); the message says how to resume."""
+
+    exit_code = 130
+
+
+class PipelineError(BigLDAError):
+    """A pipeline file that cannot be read, or a stage that failed (one line)."""

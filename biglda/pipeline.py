@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -51,7 +50,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from biglda.errors import BigLDAError, ConfigError
+from biglda.corpus.split import split_corpus
+from biglda.errors import BigLDAError, ConfigError, PipelineError
 
 log = logging.getLogger("biglda.pipeline")
 
@@ -59,10 +59,6 @@ RECORD_DIR = ".stages"
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 #: Files up to this size are fingerprinted by content, larger ones by size and mtime.
 HASH_LIMIT = 256 << 20
-
-
-class PipelineError(BigLDAError):
-    """A pipeline file that cannot be read, or a stage that failed (one line)."""
 
 
 # --------------------------------------------------------------------------- stage kinds
@@ -243,7 +239,7 @@ def _allowed_params(kind: str) -> set[str] | None:
 
         return set(SynthSpec.__dataclass_fields__) | {"chunk_tokens"}
     return {"ingest": set(_INGEST_KEYS), "split": {"corpus", "test_fraction", "seed"},
-            "train": set(_TRAIN_KEYS), "evaluate": set(_EVAL_KEYS),
+            "train": set(_train_keys()), "evaluate": set(_EVAL_KEYS),
             "report": {"model", "top_n"}}.get(kind)
 
 
@@ -612,44 +608,6 @@ def _run_ingest(p: Pipeline, st: Stage, params: dict, folder: str,
             f"({stats.dropped_docs:,} documents dropped)")
 
 
-def split_corpus(url: str, train_url: str, test_url: str, test_fraction: float,
-                 seed: int) -> tuple[int, int]:
-    """Split documents at random into a train and a test corpus; return their sizes.
-
-    Document d goes to the test corpus when ``default_rng(seed).random(D)[d] < test_fraction``
-    (the split of ``pipelines/bench_quality.py`` for the same seed). Words keep their
-    spelling; each part keeps only the words it uses, ordered by its own frequency.
-    """
-    import numpy as np
-
-    from biglda.corpus import Corpus, write_corpus
-
-    c = Corpus.open(url)
-    if not 0 < test_fraction < 1:
-        raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")
-    tokens = c.read_tokens(0, c.n_tokens)
-    doc_ptr = np.asarray(c.doc_ptr, dtype=np.int64)
-    lengths = np.diff(doc_ptr)
-    vocab = np.array(c.vocab.tolist(), dtype=object)
-    doc_ids = np.array(c.doc_ids.tolist(), dtype=object)
-    is_test = np.random.default_rng(seed).random(c.n_docs) < test_fraction
-    sizes = []
-    for dest, mask in ((train_url, ~is_test), (test_url, is_test)):
-        if not mask.any():
-            raise ConfigError(f"test_fraction {test_fraction} leaves an empty "
-                              f"{'test' if dest == test_url else 'train'} part of "
-                              f"{c.n_docs} documents")
-        ptr = np.zeros(int(mask.sum()) + 1, dtype=np.int64)
-        np.cumsum(lengths[mask], out=ptr[1:])
-        attrs = {"tokenizer": c.tokenizer,
-                 "split": {"source": c.url, "test_fraction": test_fraction, "seed": seed,
-                           "part": "test" if dest == test_url else "train"}}
-        write_corpus(dest, tokens[np.repeat(mask, lengths)], ptr, vocab,
-                     doc_ids=doc_ids[mask], attrs=attrs, chunk_tokens=c.chunk_tokens)
-        sizes.append(int(mask.sum()))
-    return sizes[0], sizes[1]
-
-
 def _run_split(p: Pipeline, st: Stage, params: dict, folder: str,
                note: Note) -> str:
     _check_keys(st, params, ("corpus", "test_fraction", "seed"))
@@ -660,33 +618,26 @@ def _run_split(p: Pipeline, st: Stage, params: dict, folder: str,
     return f"{n_train:,} training and {n_test:,} held-out documents"
 
 
-_TRAIN_KEYS = ("corpus", "n_topics", "iterations", "sampler", "alpha", "beta", "workers",
-               "threads_per_worker", "staleness", "seed", "checkpoint_every", "max_seconds",
-               "tol", "n_shards", "scheduler", "sampler_params", "slow_shards",
-               "connect_timeout", "call_timeout", "backend", "balance", "gpu_sampler_params")
+def _train_keys() -> tuple[str, ...]:
+    """What a ``train`` stage takes: ``corpus`` and every training setting (by its name)."""
+    from biglda.trainer.config import setting_names
+
+    return ("corpus", *setting_names())
 
 
 def _run_train(p: Pipeline, st: Stage, params: dict, folder: str,
                note: Note) -> str:
-    from biglda.train.driver import train
+    from biglda.model.training import train_to_store
+    from biglda.trainer.metrics import JsonlSink
 
-    _check_keys(st, params, _TRAIN_KEYS)
+    _check_keys(st, params, _train_keys())
     kw = {k: v for k, v in params.items() if k != "corpus"}
-    if isinstance(kw.get("staleness"), str):
-        if kw["staleness"].lower() not in ("inf", "infinity", "async"):
-            raise ConfigError(f"staleness must be a whole number or 'inf', got "
-                              f"{kw['staleness']!r}")
-        kw["staleness"] = math.inf
-    if "slow_shards" in kw:
-        kw["slow_shards"] = {int(k): float(v) for k, v in kw["slow_shards"].items()}
-    kw.setdefault("iterations", 100)
-    metrics = open(os.path.join(folder, "metrics.jsonl"), "w")  # noqa: SIM115 - closed below
+    metrics = JsonlSink(os.path.join(folder, "metrics.jsonl"))
     last: dict[str, Any] = {}
     shown = [0.0]
 
     def on_record(rec: dict) -> None:
-        metrics.write(json.dumps(rec, default=str) + "\n")
-        metrics.flush()
+        metrics(rec)
         if rec.get("type") == "iteration":
             last.update(rec)
             # A progress line for the first and last iteration and at most every 30 s.
@@ -700,8 +651,8 @@ def _run_train(p: Pipeline, st: Stage, params: dict, folder: str,
     peaks = _PeakMemory()
     try:
         with peaks:
-            train(params["corpus"], os.path.join(folder, "model.zarr"), on_record=on_record,
-                  **kw)
+            train_to_store(params["corpus"], os.path.join(folder, "model.zarr"),
+                           on_record=on_record, **kw)
     finally:
         metrics.close()
         with open(os.path.join(folder, "resources.json"), "w") as f:

@@ -154,8 +154,14 @@ class RunPanels:
         ovh.y_range.start = 0
         return [ll, ll_t, tps, tpw, clk, spread, ps, acc, ovh]
 
-    def grid(self):
-        return gridplot(self.figures, ncols=3, toolbar_location="right", merge_tools=True)
+    def grid(self, *, drop_empty_acceptance: bool = False):
+        """The panels in a grid; ``drop_empty_acceptance`` leaves out the MH acceptance
+        panel when it has no data (a finished exact-Gibbs run: nothing to show, ever)."""
+        figures = self.figures
+        if drop_empty_acceptance and not any(
+                v is not None and v == v for v in self.history.data.get("accept_rate", [])):
+            figures = [f for f in figures if f is not self._accept_fig]
+        return gridplot(figures, ncols=3, toolbar_location="right", merge_tools=True)
 
     # ----------------------------------------------------------------- data
     def set_run(self, run: RunSeries | None, sizes: list[float] | None = None) -> None:

@@ -1,14 +1,16 @@
 """``biglda report``: a self-contained HTML report of a finished run (no server needed).
 
 Everything comes from the ``model.zarr`` store (format in
-:mod:`biglda.train.model_store`): the per-iteration metrics in ``attrs["history"]``,
-``attrs["config"]``, ``attrs["evaluation"]`` when ``biglda evaluate`` filled it in,
+:mod:`biglda.model.store`): the per-iteration metrics in ``attrs["history"]``,
+``attrs["config"]``, ``attrs["evaluations"]`` (one per test corpus) and
+``attrs["evaluation"]`` (the last) when ``biglda evaluate --save`` stored them,
 ``n_wk``/``n_k`` for topic sizes and top words. Bokeh's JavaScript is inlined
 (``bokeh.resources.INLINE``), so the file opens offline, from e-mail or a CI artifact.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
 import os
@@ -58,6 +60,7 @@ _TEMPLATE = """
 <h2>Configuration</h2>
 {{ config }}
 <h2>Evaluation</h2>
+{{ evaluations }}
 {{ evaluation }}
 {% for name in eval_roots %}{{ embed(roots[name]) }}{% endfor %}
 {% endblock %}
@@ -72,7 +75,8 @@ def write_report(model: str, out: str, *, top_n: int = TOP_N) -> str:
     model : str
         Path or fsspec URL of a ``model.zarr`` written by ``biglda train``.
     out : str
-        Local path of the HTML file to write (its directory must exist).
+        Local path of the HTML file to write (replaced if it exists; written to a temporary
+        sibling and moved into place, so a failure leaves nothing half-written).
     top_n : int
         Words shown per topic.
 
@@ -86,7 +90,7 @@ def write_report(model: str, out: str, *, top_n: int = TOP_N) -> str:
     >>> write_report("runs/demo/model.zarr", "report.html")  # doctest: +SKIP
     'report.html'
     """
-    from biglda.train.model_store import open_model_group
+    from biglda.model.store import open_model_group
 
     g = open_model_group(model)
     attrs = dict(g.attrs)
@@ -106,11 +110,12 @@ def write_report(model: str, out: str, *, top_n: int = TOP_N) -> str:
 
     panels = RunPanels()
     panels.set_run(run, sizes)
-    grid = panels.grid()
+    grid = panels.grid(drop_empty_acceptance=True)
     grid.name = "biglda_grid"
     sizes_fig = topic_sizes_figure(sizes, top_words)
     sizes_fig.name = "biglda_sizes"
-    eval_figs = evaluation_figures(attrs.get("evaluation") or {}, len(n_k))
+    evaluation = attrs.get("evaluation") or {}
+    eval_figs = evaluation_figures(evaluation, len(n_k))
     roots = [grid, sizes_fig, *eval_figs]
 
     html_text = file_html(
@@ -120,15 +125,32 @@ def write_report(model: str, out: str, *, top_n: int = TOP_N) -> str:
             "header": _header_html(model, attrs, history),
             "has_history": bool(history),
             "workers": _workers_html(history),
-            "topics": _topics_html(top_words, sizes),
+            "topics": _topics_html(top_words, sizes, _per_topic(evaluation, "npmi_per_topic",
+                                                                len(n_k))),
             "config": _config_html(attrs),
-            "evaluation": _evaluation_html(attrs.get("evaluation") or {}),
+            "evaluations": _evaluations_html(attrs.get("evaluations") or {}),
+            "evaluation": _evaluation_html(evaluation, model),
             "eval_roots": [f.name for f in eval_figs],
         },
     )
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(html_text)
+    _write_atomic(out, html_text)
     return out
+
+
+def _write_atomic(out: str, text: str) -> None:
+    """Write ``text`` to a temporary sibling of ``out`` and move it into place."""
+    from biglda.errors import BigLDAError
+
+    tmp = os.path.join(os.path.dirname(os.path.abspath(out)),
+                       f".{os.path.basename(out)}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
 
 
 # --------------------------------------------------------------------------- model numbers
@@ -183,10 +205,12 @@ def evaluation_figures(evaluation: dict[str, Any], n_topics: int) -> list:
     figs = []
     for key, value in _flatten(evaluation):
         if (isinstance(value, list) and len(value) == n_topics and n_topics > 0
-                and all(_is_number(v) for v in value)):
+                and any(_is_number(v) for v in value)
+                and all(v is None or _is_number(v) for v in value)):  # None: undefined
             fig = panel_figure(f"{key} per topic", "topic", key.rsplit(".", 1)[-1],
                                width=max(430, min(1290, 14 * n_topics + 120)))
-            fig.vbar(x=list(range(n_topics)), top=[float(v) for v in value], width=0.8,
+            fig.vbar(x=list(range(n_topics)),
+                     top=[float(v) if _is_number(v) else math.nan for v in value], width=0.8,
                      color="#ff7f0e")
             fig.name = f"biglda_eval_{len(figs)}"
             figs.append(fig)
@@ -238,13 +262,24 @@ def _workers_html(history: list[dict[str, Any]]) -> str:
             f"<th>share</th><th>iterations</th></tr>{rows}</table>")
 
 
-def _topics_html(top_words: list[list[str]], sizes: list[float]) -> str:
+def _topics_html(top_words: list[list[str]], sizes: list[float],
+                 npmi: list[float | None] | None = None) -> str:
+    """The topics table; with a saved evaluation, each topic's NPMI coherence too."""
+    head = "<th>topic</th><th>tokens</th>" + ("<th>NPMI</th>" if npmi else "")
     rows = "".join(
         f"<tr><td class='num'>{k}</td><td class='num'>{100 * s:.1f}%</td>"
-        f"<td>{html.escape(' '.join(ws))}</td></tr>"
+        + (f"<td class='num'>{_fmt(npmi[k], '.3f')}</td>" if npmi else "")
+        + f"<td>{html.escape(' '.join(ws))}</td></tr>"
         for k, (ws, s) in enumerate(zip(top_words, sizes, strict=True)))
-    return (f"<table class='data' id='biglda-top-words'><tr><th>topic</th><th>tokens</th>"
-            f"<th>top words</th></tr>{rows}</table>")
+    return (f"<table class='data' id='biglda-top-words'><tr>{head}<th>top words</th></tr>"
+            f"{rows}</table>")
+
+
+def _per_topic(evaluation: dict[str, Any], key: str, n_topics: int) -> list | None:
+    value = evaluation.get(key)
+    if isinstance(value, list) and len(value) == n_topics and n_topics:
+        return [v if _is_number(v) else None for v in value]
+    return None
 
 
 def _config_html(attrs: dict[str, Any]) -> str:
@@ -262,10 +297,32 @@ def _config_html(attrs: dict[str, Any]) -> str:
         f"<div>{p}</div>" for p in parts) + "</div>"
 
 
-def _evaluation_html(evaluation: dict[str, Any]) -> str:
+def _evaluations_html(evaluations: dict[str, Any]) -> str:
+    """The saved evaluations, one row per test corpus (the latest last)."""
+    if not evaluations:
+        return ""
+    cols = [("heldout_loglik_per_token", "LL / token", ".4f"), ("perplexity", "perplexity", ".1f"),
+            ("heldout_unknown_share", "unknown tokens", ".1%"), ("npmi", "NPMI", ".4f"),
+            ("umass", "UMass", ".4f"), ("diversity", "diversity", ".3f")]
+    head = "".join(f"<th>{html.escape(t)}</th>" for _, t, _ in cols)
+    rows = "".join(
+        f"<tr><td><code>{html.escape(str(test))}</code></td>"
+        f"<td>{html.escape(str(ev.get('saved_at', '-')))}</td>"
+        + "".join(f"<td class='num'>{html.escape(_fmt(ev.get(k), spec))}</td>"
+                  for k, _, spec in cols) + "</tr>"
+        for test, ev in evaluations.items() if isinstance(ev, dict))
+    return (f"<table class='data' id='biglda-evaluations'><tr><th>test corpus</th><th>saved</th>"
+            f"{head}</tr>{rows}</table><p class='note'>The last one saved, in full:</p>")
+
+
+def _evaluation_html(evaluation: dict[str, Any], model: str = "MODEL") -> str:
     if not evaluation:
-        return ("<p class='note'>No evaluation yet: run <code>biglda evaluate MODEL</code> to add "
-                "held-out perplexity and topic coherence to the model.</p>")
+        cmd = f"biglda evaluate {model} --test TEST.zarr --save"
+        return ("<p class='note'>No evaluation yet: run <code>"
+                f"{html.escape(cmd)}</code> to add held-out perplexity and topic coherence "
+                "(make <code>TEST.zarr</code> with <code>biglda split</code> before training, or "
+                f"<code>biglda ingest NEW.txt --out TEST.zarr --vocab-from {html.escape(model)}"
+                "</code>).</p>")
     rows = []
     for key, value in _flatten(evaluation):
         if isinstance(value, list) and len(value) > 8:

@@ -10,10 +10,16 @@ Grid: algorithms cgs and lightlda x K in {100, 1000, 10000} on
   * the Debian package descriptions (/work/shared/corpora/debian-descriptions.tsv.gz),
     ingested once with the default tokenizer.
 Per cell: one warm-up sweep (JIT compile), then ``--sweeps`` timed sweeps; tokens/s is
-tokens / median sweep time. Backend ``gpu`` keeps the shard on the device (CuPy arrays,
-what a GPU worker should hold); ``gpu-host`` passes NumPy arrays, so every sweep also
-copies the shard and its ``n_wk`` rows up and ``z`` back (what the trainer does today). CPU kernels (one
-thread, the unit a Dask worker thread runs) sweep a prefix of ``--cpu-tokens`` tokens of
+tokens / median sweep time. Cells per (corpus, K, algorithm):
+  * ``gpu-shard`` - the device-resident sweep: ``sampler.load`` once, then
+    ``sampler.sweep_shard`` (shard, word-major order and rows stay on the device; the delta
+    is computed there and only it comes back); ``device_bytes`` is what CuPy's pool holds;
+  * ``gpu-clock`` - ``gpu-shard`` plus the rest of a device-resident worker's clock: a
+    pulled delta applied on the device and the doc log-likelihood computed there;
+  * ``gpu`` - ``sweep`` on CuPy arrays (in place, the order recomputed every sweep);
+  * ``gpu-host`` - ``sweep`` on NumPy arrays: every sweep copies the shard and its rows up
+    and ``z`` back (what the trainer's GPU worker does until it uses ``load``).
+CPU kernels (one thread, the unit a Dask worker thread runs) sweep a prefix of ``--cpu-tokens`` tokens of
 the same corpus, because one CPU sweep of 100 M tokens at K = 10000 takes minutes.
 
 Then a full ``biglda train --backend gpu`` (the CLI, in a subprocess: the embedded cluster
@@ -114,6 +120,44 @@ def time_sweeps(sampler, arrays, n_words, n_topics, sweeps, device):
     return statistics.median(times), accept
 
 
+def time_shard_sweeps(sampler, arrays, n_words, n_topics, sweeps, clock: bool):
+    """Median seconds of ``sweeps`` device-resident sweeps (``load`` once, ``sweep_shard``).
+
+    ``clock``: each sweep also does what a device-resident worker does per clock besides
+    sampling: applies a pulled delta the size of its own (the delta, then its negation, so
+    the counts stay valid) and computes the doc log-likelihood on the device.
+    Returns ``(seconds, accept_rate, device bytes held by CuPy's pool)``.
+    """
+    import cupy
+
+    from biglda.samplers import RandomKey, count_from_z, init_z, z_dtype
+
+    tokens, doc_ptr = arrays
+    z = init_z(len(tokens), n_topics, RandomKey(0, -1)).astype(z_dtype(n_topics))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    shard = sampler.load(tokens, doc_ptr, z, n_wk, n_k)
+    del z, n_wk, n_k
+    times, accept = [], None
+    for it in range(sweeps + 1):
+        t0 = time.perf_counter()
+        res = sampler.sweep_shard(shard, 0.1, 0.01, n_words, RandomKey(0, it))
+        if clock:
+            d = (res.delta_words, res.delta_topics, res.delta_counts, res.delta_k)
+            shard.apply_delta(*d)
+            shard.apply_delta(d[0], d[1], -d[2], -d[3])
+            shard.doc_loglik(0.1)
+        cupy.cuda.runtime.deviceSynchronize()
+        if it > 0:  # sweep 0 compiles the kernels and builds the cached orders
+            times.append(time.perf_counter() - t0)
+        accept = res.accept_rate
+    held = int(pool.total_bytes())
+    del shard
+    pool.free_all_blocks()
+    return statistics.median(times), accept, held
+
+
 def train_gpu(tokens, doc_ptr, n_words: int, work: str, args) -> dict:
     """``biglda train --backend gpu`` on the corpus; its final log-likelihood and speed."""
     import subprocess
@@ -177,19 +221,28 @@ def run(args) -> list[dict]:
             for n_topics in args.topics:
                 for algorithm in args.algorithms:
                     gpu = get_sampler(algorithm, "gpu")
-                    cells = [("gpu", gpu, (tokens, doc_ptr), True)]
+                    cells = [("gpu-shard", gpu, (tokens, doc_ptr), "shard"),
+                             ("gpu-clock", gpu, (tokens, doc_ptr), "clock"),
+                             ("gpu", gpu, (tokens, doc_ptr), True)]
                     if not args.no_host_arrays:  # what a worker passing NumPy arrays gets
                         cells.append(("gpu-host", gpu, (tokens, doc_ptr), False))
                     if not args.no_cpu:
                         cells.append(("cpu", get_sampler(algorithm, "cpu"), cpu_arrays, False))
                     for backend, sampler, arrays, device in cells:
-                        secs, accept = time_sweeps(sampler, arrays, n_words, n_topics,
-                                                   args.sweeps, device)
+                        held = None
+                        if device in ("shard", "clock"):
+                            secs, accept, held = time_shard_sweeps(
+                                sampler, arrays, n_words, n_topics, args.sweeps,
+                                device == "clock")
+                        else:
+                            secs, accept = time_sweeps(sampler, arrays, n_words, n_topics,
+                                                       args.sweeps, device)
                         rec = {"corpus": name, "algorithm": algorithm, "backend": backend,
                                "n_topics": n_topics, "n_tokens": int(len(arrays[0])),
                                "n_words": n_words, "seconds_per_sweep": secs,
                                "tokens_per_s": len(arrays[0]) / secs,
-                               "accept_rate": accept, "device": device_name
+                               "accept_rate": accept, "device_bytes": held,
+                               "device": device_name
                                if backend.startswith("gpu") else platform.processor() or "cpu"}
                         records.append(rec)
                         print(f"{name:9s} K={n_topics:<6d} {algorithm:9s} {backend:8s}: "

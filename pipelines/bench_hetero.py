@@ -13,7 +13,7 @@ from a checkpoint at clock 2 with the shards placed in proportion to it, and goe
 Printed per run, over the iterations after the balance (the same iterations in both runs):
 * clock spread — per iteration, the slowest worker's busy time minus the fastest's (busy:
   clock time minus SSP wait, summed over the worker's shards); under BSP, how long the fastest
-  worker sits idle (``biglda.train.driver.clock_spread_s``): mean and median;
+  worker sits idle (``biglda.trainer.metrics.clock_spread_s``): mean and median;
 * tokens/s — corpus tokens x those iterations / their wall time;
 * the tokens each worker holds at the end, and the whole run's wall time (the balanced one
   pays one restart).
@@ -55,7 +55,8 @@ def make_corpus(work: str, docs: int, words: int, length: float, seed: int) -> s
 
 
 def one_run(client, url: str, out: str, args, balance: str, **extra) -> dict:
-    from biglda.train.driver import TrainConfig, run_training, validate
+    from biglda.trainer.config import TrainConfig, validate
+    from biglda.trainer.run import run_training
 
     cfg = TrainConfig(n_topics=args.topics, iterations=args.iterations, sampler=args.sampler,
                       seed=args.seed, checkpoint_every=args.iterations, top_words_every=0,
@@ -95,7 +96,8 @@ def one_run(client, url: str, out: str, args, balance: str, **extra) -> dict:
 
 def calibrate_slow(client, url: str, work: str, args, **extra) -> float:
     """Seconds a shard's clock takes with no slow worker (median over workers and clocks)."""
-    from biglda.train.driver import TrainConfig, run_training, validate
+    from biglda.trainer.config import TrainConfig, validate
+    from biglda.trainer.run import run_training
 
     cfg = TrainConfig(n_topics=args.topics, iterations=3, sampler=args.sampler, seed=args.seed,
                       checkpoint_every=0, top_words_every=0, balance="none",
@@ -136,7 +138,7 @@ def main(argv=None) -> int:
     from distributed import Client
 
     from biglda.samplers.backends import gpu_status
-    from biglda.train.driver import connect, start_local_cluster
+    from biglda.trainer.cluster import connect, start_local_cluster
 
     status = gpu_status()
     mode = args.mode

@@ -60,6 +60,12 @@ def load_corpus(src: str, cache_dir: Path):
 def table_nbytes(algorithm: str, tokens, doc_ptr, z, n_wk, n_k, beta, n_words) -> int:
     """Bytes of the per-sweep sampling structures (alias tables / word lists), rebuilt here."""
     n_topics = n_k.shape[0]
+    if algorithm == "warplda":
+        # word_ptr + the cached word order (perm, inv: int64) + per sweep: two word-order
+        # copies of z and 2 * mh_steps proposals a token (z's dtype); one shard, so no G
+        m = get_sampler("warplda").mh_steps
+        return (8 * (n_wk.shape[0] + 1) + 16 * len(tokens)
+                + (2 + 2 * m) * z.itemsize * len(tokens))
     if algorithm == "lightlda":
         from biglda.samplers.lightlda_cpu import _word_tables
 
@@ -146,7 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=None,
                     help="CPU seconds of sampling for the fixed-budget LL (default: what "
                          "tomotopy needs for --iterations at that K)")
-    ap.add_argument("--samplers", nargs="+", default=["cgs", "lightlda", "tomotopy"])
+    ap.add_argument("--samplers", nargs="+",
+                    default=["cgs", "lightlda", "warplda", "tomotopy"])
     ap.add_argument("--alpha", type=float, default=0.1)
     ap.add_argument("--beta", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
@@ -154,9 +161,19 @@ def main(argv=None) -> int:
     ap.add_argument("--steady", type=int, default=0, metavar="ITER",
                     help="instead: biglda throughput after ITER sweeps (mean of the last 5), "
                          "once the sparse structures have settled; no LL, no tomotopy")
+    ap.add_argument("--mh-profile", type=int, default=0, metavar="ITER",
+                    help="instead: warplda ns/token with mh_steps 1, 2, 4 after ITER sweeps "
+                         "(the slope is the MH work, the intercept the passes)")
+    ap.add_argument("--cgs-start", type=int, default=0, metavar="ITER",
+                    help="instead: cgs throughput sweep by sweep from random topics, with "
+                         "the non-zeros of the token's word row and the tokens moved")
     args = ap.parse_args(argv)
     if args.steady:
         return steady(args)
+    if args.mh_profile:
+        return mh_profile(args)
+    if args.cgs_start:
+        return cgs_start(args)
 
     samplers = list(args.samplers)
     if "tomotopy" in samplers:
@@ -233,6 +250,67 @@ def steady(args) -> int:
     return 0
 
 
+def mh_profile(args) -> int:
+    tokens, doc_ptr, vocab = load_corpus(args.corpus, Path(args.cache_dir))
+    n, n_words = len(tokens), len(vocab)
+    print(f"\nwarplda after {args.mh_profile} sweeps, one sweep per mh_steps from the same "
+          f"state (best of 2), ns per token; N={n}\n")
+    print("| K | mh_steps=1 | 2 | 4 | tokens moved | delta entries |")
+    print("|---|---|---|---|---|---|")
+    for k in args.topics:
+        base = get_sampler("warplda")
+        z = init_z(n, k, RandomKey(args.seed, -1))
+        n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+        for it in range(1, args.mh_profile + 1):
+            base.sweep(tokens, doc_ptr, z, n_wk, n_k, args.alpha, args.beta, n_words,
+                       RandomKey(args.seed, it))
+        cells, moved, nnz = [], [], []
+        for m in (1, 2, 4):
+            sampler = get_sampler("warplda", mh_steps=m)
+            sampler._orders = base._orders  # the cached word order: not part of the timing
+            best = float("inf")
+            for rep in range(2):
+                zz, ww, kk = z.copy(), n_wk.copy(), n_k.copy()
+                t = time.thread_time()
+                res = sampler.sweep(tokens, doc_ptr, zz, ww, kk, args.alpha, args.beta,
+                                    n_words, RandomKey(args.seed, 1000 + rep))
+                best = min(best, time.thread_time() - t)
+            cells.append(f"{best * 1e9 / n:.0f}")
+            moved.append(f"{np.mean(zz != z):.0%}")
+            nnz.append(len(res.delta_counts))
+        print(f"| {k} | {' | '.join(cells)} | {moved[0]}-{moved[-1]} | "
+              f"{nnz[1] / 1e6:.2f} M |", flush=True)
+    return 0
+
+
+def cgs_start(args) -> int:
+    from biglda.samplers.cgs_cpu import _word_lists
+
+    tokens, doc_ptr, vocab = load_corpus(args.corpus, Path(args.cache_dir))
+    n, n_words = len(tokens), len(vocab)
+    for k in args.topics:
+        sampler = get_sampler("cgs")
+        fit_local(tokens[:doc_ptr[100]], doc_ptr[:101], n_words, k, "cgs", iterations=1,
+                  loglik_every=0)  # compile outside the timing
+        z = init_z(n, k, RandomKey(args.seed, -1))
+        n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+        bits = max(1, int(np.ceil(np.log2(k))))
+        print(f"\ncgs from random topics, K={k}, N={n}\n")
+        print("| sweep | Mtok/s (CPU) | nnz of the word's row, per token | tokens moved |")
+        print("|---|---|---|---|")
+        for it in range(1, args.cgs_start + 1):
+            _, length, _ = _word_lists(tokens, n_wk, bits)
+            nnz = float(length[tokens].mean())
+            before = z.copy()
+            t = time.thread_time()
+            sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, args.alpha, args.beta, n_words,
+                          RandomKey(args.seed, it))
+            dt = time.thread_time() - t
+            print(f"| {it} | {n / dt / 1e6:.2f} | {nnz:.0f} | {np.mean(before != z):.0%} |",
+                  flush=True)
+    return 0
+
+
 def report(results, args, n_words) -> None:
     n = results[0]["n_tokens"]
     print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, "
@@ -276,6 +354,13 @@ def report(results, args, n_words) -> None:
     for r in results:
         pts = ", ".join(f"{c['cpu_s']:.1f}s:{c['ll_per_token']:.3f}" for c in r["curve"])
         print(f"- K={r['n_topics']} {r['sampler']}: {pts}")
+    print("\nMtok per CPU second, sweep by sweep (a slow start shows here):\n")
+    for r in results:
+        prev, rates = 0.0, []
+        for c in r["curve"]:
+            rates.append(f"{n / max(c['cpu_s'] - prev, 1e-9) / 1e6:.2f}")
+            prev = c["cpu_s"]
+        print(f"- K={r['n_topics']} {r['sampler']}: {' '.join(rates)}")
     tomo = [r for r in results if r["sampler"] == "tomotopy"]
     if tomo:
         print("\n(tomotopy's own `ll_per_word` at the last iteration, a different quantity: "

@@ -52,7 +52,7 @@ def ensure_corpus(url: str, source: str) -> str:
 
 def run(corpus: str, out: str, **kw) -> tuple[list[dict], float, list[float]]:
     """Train; return (iteration records, wall seconds of the call, arrival time of each record)."""
-    from biglda.train.driver import train
+    from biglda.model.training import train_to_store as train
 
     records: list[dict] = []
     arrivals: list[float] = []

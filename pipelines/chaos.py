@@ -44,7 +44,8 @@ import numpy as np
 from biglda.corpus import write_corpus
 from biglda.corpus.synth import SynthSpec, generate
 from biglda.samplers import count_from_z
-from biglda.train.driver import TrainConfig, run_training, validate
+from biglda.trainer.config import TrainConfig, validate
+from biglda.trainer.run import run_training
 
 log = logging.getLogger("chaos")
 

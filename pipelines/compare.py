@@ -255,7 +255,7 @@ def run_lda(job: dict, clock: Clock) -> None:
 
 def run_biglda(job: dict, clock: Clock) -> None:
     from biglda.model import load
-    from biglda.train.driver import train
+    from biglda.model.training import train_to_store as train
 
     out = os.path.join(job["dir"], "model.zarr")
     spent, its = 0.0, 0

@@ -38,7 +38,7 @@ def synthetic(synthetic_spec):
 @pytest.fixture(scope="module")
 def local_cluster():
     """A real 2-process LocalCluster (dashboard on a free port), shared by a test module."""
-    from biglda.train.driver import connect
+    from biglda.trainer.cluster import connect
 
     with connect(workers=2) as client:  # the embedded cluster `biglda train` starts
         yield client

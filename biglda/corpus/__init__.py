@@ -10,7 +10,6 @@ Modules, one job each:
 * :mod:`~biglda.corpus.tokenizer` — :class:`Tokenizer`, the built-in stopword list.
 * :mod:`~biglda.corpus.vocab` — vocabulary filters and frequency ordering.
 * :mod:`~biglda.corpus.synth` — synthetic LDA corpora with ground truth.
-* :mod:`~biglda.corpus.storage` — fsspec URLs and atomic output.
 
 Examples
 --------

@@ -16,7 +16,7 @@ only the vocabulary, which grows much more slowly, is held):
    ``word_count``/``doc_freq`` equal a recount of the stored tokens. Final ids:
    descending count, ties by word.
 3. **Write** the corpus from the spill, one chunk at a time, under
-   :func:`~biglda.corpus.storage.atomic_output`: a failed or interrupted ingest
+   :func:`~biglda.io.atomic_output`: a failed or interrupted ingest
    leaves nothing at the output path.
 
 Passes 2 and 3 are NumPy over the spill and take a small share of the time;
@@ -56,11 +56,11 @@ from biglda.corpus.readers import (
     read_uci_vocab,
     resolve_sources,
 )
-from biglda.corpus.storage import atomic_output, exists
 from biglda.corpus.store import CorpusWriter, unique_sorted
 from biglda.corpus.tokenizer import DEFAULT_TOKEN_PATTERN, Tokenizer, load_stopwords
 from biglda.corpus.vocab import DEFAULT_MIN_DF, VocabFilter, frequency_order
-from biglda.errors import ConfigError, InputError, OutputExistsError
+from biglda.errors import BigLDAError, ConfigError, InputError, OutputExistsError
+from biglda.io import atomic_output, exists
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,7 @@ class IngestStats:
     input_tokens: int = 0
     input_words: int = 0
     dropped_docs: int = 0
+    unknown_tokens: int = 0  # with a fixed vocabulary: input tokens of words outside it
     jobs: int = 1
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -106,8 +107,9 @@ class _BlockCounts:
 
 
 @functools.lru_cache(maxsize=8)
-def _tokenizer(lowercase: bool, pattern: str, pretokenized: bool) -> Tokenizer:
-    return Tokenizer(lowercase=lowercase, token_pattern=pattern, pretokenized=pretokenized)
+def _tokenizer(lowercase: bool, pattern: str, pretokenized: bool, ngrams: int = 1) -> Tokenizer:
+    return Tokenizer(lowercase=lowercase, token_pattern=pattern, pretokenized=pretokenized,
+                     ngrams=ngrams)
 
 
 def _doc_freq(ids: np.ndarray, lengths: np.ndarray, n_words: int) -> np.ndarray:
@@ -133,7 +135,7 @@ def _ascii_table(lowercase: bool) -> dict[int, int]:
 _ASCII = {True: _ascii_table(True), False: _ascii_table(False)}
 
 
-def _tokenize_block(block: Block, tok: tuple[bool, str, bool], text_field: str,
+def _tokenize_block(block: Block, tok: tuple[bool, str, bool, int], text_field: str,
                     id_field: str | None) -> _BlockCounts:
     """Parse and tokenize one raw block (runs in a worker process when jobs > 1)."""
     doc_ids, texts = parse_block(block, text_field, id_field)
@@ -143,7 +145,8 @@ def _tokenize_block(block: Block, tok: tuple[bool, str, bool], text_field: str,
     # corpora): translate + split is ~2x faster than re.findall and finds the same
     # maximal runs of word characters, but also the 1-character ones, which the
     # pattern (2+ characters) excludes: they are dropped below, per distinct word.
-    fast = tokenizer.token_pattern == DEFAULT_TOKEN_PATTERN and not tokenizer.pretokenized
+    fast = (tokenizer.token_pattern == DEFAULT_TOKEN_PATTERN and not tokenizer.pretokenized
+            and tokenizer.ngrams == 1)  # n-grams must not span the dropped 1-letter words
     table = _ASCII[tokenizer.lowercase]
     lengths = np.empty(len(texts), dtype=np.int64)
     tokens: list[str] = []
@@ -319,6 +322,20 @@ def _kept_lengths(tokens_keep: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return cs[ends] - cs[ends - lengths]
 
 
+def _check_writable(out: str) -> None:
+    """Fail before any work when a local ``out`` cannot be written (its folder is made)."""
+    if "://" in out and not out.startswith("file://"):
+        return  # remote stores: the first write says
+    path = out.removeprefix("file://")
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BigLDAError(f"cannot write {out}: Permission denied")
+
+
 def _resolve_jobs(jobs: int | None, sources: list[Source]) -> int:
     """Tokenizing processes: ``jobs`` if given, else 1 on small inputs or <= 2 cores.
 
@@ -356,7 +373,7 @@ def ingest(
     lowercase: bool = True,
     token_pattern: str = DEFAULT_TOKEN_PATTERN,
     pretokenized: bool = False,
-    stopwords: str | None = None,
+    stopwords: str | list[str] | None = None,
     min_df: int | None = None,
     max_df: float = 1.0,
     max_vocab: int | None = None,
@@ -368,6 +385,8 @@ def ingest(
     jobs: int | None = None,
     block_bytes: int = BLOCK_BYTES,
     tmp_dir: str | None = None,
+    vocabulary: Iterable[str] | None = None,
+    ngrams: int = 1,
 ) -> IngestStats:
     """Build a ``corpus.zarr`` at ``out`` from text or UCI bag-of-words inputs.
 
@@ -382,8 +401,9 @@ def ingest(
     lowercase, token_pattern, pretokenized
         Tokenizer settings (:class:`~biglda.corpus.tokenizer.Tokenizer`).
         ``pretokenized`` also turns the default filters off.
-    stopwords : {"english", "none"} or path, optional
-        Default ``english``; ``none`` for pre-tokenized and UCI input.
+    stopwords : {"english", "none"}, a path, or a list of these, optional
+        Default ``english``; ``none`` for pre-tokenized and UCI input. A list is the
+        union (``["english", "extra.txt"]``).
     min_df, max_df, max_vocab, min_doc_length
         Vocabulary and document filters (:class:`~biglda.corpus.vocab.VocabFilter`);
         ``min_df`` defaults to 5 (1 for pre-tokenized and UCI input).
@@ -400,6 +420,14 @@ def ingest(
         Raw input block size.
     tmp_dir : str, optional
         Where to spill pass-1 output (default: the system temp directory).
+    vocabulary : iterable of str, optional
+        A fixed vocabulary (a model's or a training corpus's, see ``biglda ingest
+        --vocab-from``): only these words are kept, the word filters (``min_df``,
+        ``max_df``, ``max_vocab``, stopwords) do not apply, and the tokens of other words
+        are dropped and counted in ``IngestStats.unknown_tokens``.
+    ngrams : int
+        Also count the 2..``ngrams``-word sequences as words (scikit-learn's
+        ``ngram_range=(1, ngrams)``; see :class:`~biglda.corpus.tokenizer.Tokenizer`).
 
     Returns
     -------
@@ -420,17 +448,21 @@ def ingest(
     if exists(out) and not overwrite:
         raise OutputExistsError(f"output {out} already exists (use --overwrite to replace it)")
     sources = resolve_sources(inputs, format)
+    _check_writable(out)
     is_uci = sources[0].fmt == "uci"
     raw = pretokenized or is_uci
     vfilter = VocabFilter(
         min_df=(1 if raw else DEFAULT_MIN_DF) if min_df is None else min_df,
         max_df=max_df, max_vocab=max_vocab, min_doc_length=min_doc_length,
-        stopwords=stopwords or ("none" if raw else "english"),
+        stopwords=(tuple(stopwords) if isinstance(stopwords, list | tuple) else stopwords)
+        or ("none" if raw else "english"),
     )
     stop_set, stop_desc = load_stopwords(vfilter.stopwords)
     tokenizer = Tokenizer(lowercase=lowercase and not pretokenized, token_pattern=token_pattern,
-                          pretokenized=pretokenized)
+                          pretokenized=pretokenized, ngrams=ngrams)
     if is_uci:
+        if ngrams > 1:
+            raise ConfigError("--ngrams needs text: UCI bag-of-words input has no word order")
         tokenizer = Tokenizer(lowercase=False, pretokenized=True)
     n_jobs = _resolve_jobs(jobs, sources)
     stats = IngestStats(out=out, jobs=n_jobs)
@@ -448,7 +480,8 @@ def ingest(
                 results: Iterable[_BlockCounts] = [first, *blocks] if first else []
             else:
                 counts = _Counts()
-                tok = (tokenizer.lowercase, tokenizer.token_pattern, tokenizer.pretokenized)
+                tok = (tokenizer.lowercase, tokenizer.token_pattern, tokenizer.pretokenized,
+                       tokenizer.ngrams)
                 work = functools.partial(_tokenize_block, tok=tok, text_field=text_field,
                                          id_field=id_field)
                 raw_blocks = (b for s in sources for b in iter_blocks(s, block_bytes))
@@ -474,7 +507,15 @@ def ingest(
             word_count, doc_freq = counts.arrays()
             words = counts.words
             del counts
-            keep = vfilter.keep(words, word_count, doc_freq, stats.input_docs, stop_set)
+            if vocabulary is not None:
+                fixed = set(vocabulary)
+                keep = np.fromiter((w in fixed for w in words), bool, len(words))
+                stats.unknown_tokens = int(word_count[~keep].sum())
+                if not keep.any():
+                    raise InputError(f"none of the {len(words):,} words of the input is in "
+                                     f"the fixed vocabulary ({len(fixed):,} words)")
+            else:
+                keep = vfilter.keep(words, word_count, doc_freq, stats.input_docs, stop_set)
             if not keep.any():
                 raise InputError(
                     f"the vocabulary is empty after filtering ({len(words)} words; "
@@ -515,7 +556,10 @@ def ingest(
             t0 = time.perf_counter()
             attrs = {
                 "tokenizer": tokenizer.settings,
-                "filters": {**vfilter.settings, "stopwords": stop_desc},
+                "filters": ({**vfilter.settings, "stopwords": stop_desc} if vocabulary is None
+                            else {"vocabulary": "fixed",
+                                  "min_doc_length": vfilter.min_doc_length,
+                                  "unknown_tokens": stats.unknown_tokens}),
                 "source": {
                     "inputs": [os.path.abspath(s.path) for s in sources],
                     "format": sorted({s.fmt for s in sources}),
@@ -525,19 +569,24 @@ def ingest(
                     "dropped_docs": stats.dropped_docs,
                 },
             }
-            with atomic_output(out, overwrite=overwrite) as tmp:
-                writer = CorpusWriter(tmp, n_docs=n_docs, n_tokens=n_tokens, vocab=vocab,
-                                      word_count=word_count[order], doc_freq=doc_freq[order],
-                                      attrs=attrs, chunk_tokens=chunk_tokens)
-                for tokens, lengths, doc_ids in spill.read():
-                    new = remap[tokens]
-                    tk = new >= 0
-                    kl = _kept_lengths(tk, lengths)
-                    doc_keep = kl >= vfilter.min_doc_length
-                    sel = tk & np.repeat(doc_keep, lengths)
-                    ids = [d for d, k in zip(doc_ids, doc_keep.tolist(), strict=True) if k]
-                    writer.append_docs(new[sel], kl[doc_keep], ids)
-                writer.close()
+            try:
+                with atomic_output(out, overwrite=overwrite) as tmp:
+                    writer = CorpusWriter(tmp, n_docs=n_docs, n_tokens=n_tokens, vocab=vocab,
+                                          word_count=word_count[order],
+                                          doc_freq=doc_freq[order], attrs=attrs,
+                                          chunk_tokens=chunk_tokens)
+                    for tokens, lengths, doc_ids in spill.read():
+                        new = remap[tokens]
+                        tk = new >= 0
+                        kl = _kept_lengths(tk, lengths)
+                        doc_keep = kl >= vfilter.min_doc_length
+                        sel = tk & np.repeat(doc_keep, lengths)
+                        ids = [d for d, k in zip(doc_ids, doc_keep.tolist(), strict=True) if k]
+                        writer.append_docs(new[sel], kl[doc_keep], ids)
+                    writer.close()
+            except OSError as exc:  # full disk, lost permission...: atomic_output cleaned up
+                raise BigLDAError(f"cannot write {out}: "
+                                  f"{exc.strerror or type(exc).__name__}") from None
             stats.seconds["write"] = time.perf_counter() - t0
         finally:
             spill.close()

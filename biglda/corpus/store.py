@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 import zarr
 
-from biglda.corpus.storage import atomic_output, split_url
 from biglda.errors import ConfigError, FormatError
+from biglda.io import atomic_output, split_url
 
 log = logging.getLogger(__name__)
 
@@ -424,7 +424,7 @@ class ChunkedAppender:
 class CorpusWriter:
     """Write a corpus store whose sizes are known up front, streaming tokens and documents.
 
-    Used inside :func:`biglda.corpus.storage.atomic_output` by every corpus writer:
+    Used inside :func:`biglda.io.atomic_output` by every corpus writer:
     ``ingest``, :func:`write_corpus` and the synthetic generator. Token ids must
     already be final (ordered by descending frequency). ``mode="a"`` adds the corpus
     arrays to a group that already holds other arrays (the synthetic ``truth/``).

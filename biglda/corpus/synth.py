@@ -161,8 +161,8 @@ def write_synthetic(url: str, spec: SynthSpec, overwrite: bool = False,
 
     import zarr
 
-    from biglda.corpus.storage import atomic_output
     from biglda.corpus.store import DOC_CHUNK, ChunkedAppender, CorpusWriter, unique_sorted
+    from biglda.io import atomic_output
 
     log = logging.getLogger(__name__)
     phi = topic_word_truth(spec)

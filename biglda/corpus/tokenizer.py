@@ -59,6 +59,10 @@ class Tokenizer:
         group, the group is the token). Ignored when ``pretokenized``.
     pretokenized : bool
         Tokens are the whitespace-separated pieces, kept exactly as given.
+    ngrams : int
+        Also emit the contiguous 2..``ngrams``-word sequences of each document, joined
+        by a space (scikit-learn's ``ngram_range=(1, ngrams)``); the vocabulary filters
+        then keep the frequent ones (see :mod:`biglda.corpus.vocab` for stopwords).
 
     Examples
     --------
@@ -66,6 +70,8 @@ class Tokenizer:
     ['the', 'cat', 'hats', 'hat', 'box']
     >>> Tokenizer(pretokenized=True, lowercase=False).tokenize("A b\\tC")
     ['A', 'b', 'C']
+    >>> Tokenizer(ngrams=2).tokenize("New York subway")
+    ['new', 'york', 'subway', 'new york', 'york subway']
     """
 
     def __init__(
@@ -73,7 +79,11 @@ class Tokenizer:
         lowercase: bool = True,
         token_pattern: str = DEFAULT_TOKEN_PATTERN,
         pretokenized: bool = False,
+        ngrams: int = 1,
     ) -> None:
+        if not isinstance(ngrams, int) or not 1 <= ngrams <= 5:
+            raise ConfigError(f"--ngrams must be a whole number from 1 to 5, got {ngrams}")
+        self.ngrams = ngrams
         self.lowercase = bool(lowercase)
         self.token_pattern = str(token_pattern)
         self.pretokenized = bool(pretokenized)
@@ -90,8 +100,12 @@ class Tokenizer:
     @property
     def settings(self) -> dict[str, Any]:
         """JSON-serializable settings, as stored in the corpus attrs."""
-        return {"lowercase": self.lowercase, "token_pattern": self.token_pattern,
-                "pretokenized": self.pretokenized}
+        out: dict[str, Any] = {"lowercase": self.lowercase,
+                               "token_pattern": self.token_pattern,
+                               "pretokenized": self.pretokenized}
+        if self.ngrams > 1:  # stores of unigram corpora stay as they were
+            out["ngrams"] = self.ngrams
+        return out
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any] | None) -> Tokenizer:
@@ -106,7 +120,7 @@ class Tokenizer:
         s = dict(settings or {})
         return cls(lowercase=s.get("lowercase", True),
                    token_pattern=s.get("token_pattern", DEFAULT_TOKEN_PATTERN),
-                   pretokenized=s.get("pretokenized", False))
+                   pretokenized=s.get("pretokenized", False), ngrams=int(s.get("ngrams", 1)))
 
     def tokenize(self, text: str) -> list[str]:
         """Tokens of one document, in order.
@@ -118,16 +132,35 @@ class Tokenizer:
         """
         if self.lowercase:
             text = text.lower()
-        if self.pretokenized:
-            return text.split()
-        return self._regex.findall(text)
+        words = text.split() if self.pretokenized else self._regex.findall(text)
+        if self.ngrams > 1:
+            words = words + ngrams_of(words, self.ngrams)
+        return words
 
     def __repr__(self) -> str:
         return f"Tokenizer({self.settings})"
 
 
-def load_stopwords(spec: str | None) -> tuple[frozenset[str], str]:
-    """Stopwords from ``"english"``, ``"none"`` or a file (one word a line, ``#`` comments).
+#: Joins the words of an n-gram (scikit-learn's joiner; never inside a token).
+NGRAM_JOINER = " "
+
+
+def ngrams_of(words: list[str], n: int) -> list[str]:
+    """The contiguous 2..n-word sequences of ``words``, shortest first.
+
+    Examples
+    --------
+    >>> ngrams_of(["a", "b", "c"], 3)
+    ['a b', 'b c', 'a b c']
+    """
+    return [NGRAM_JOINER.join(words[i:i + k]) for k in range(2, n + 1)
+            for i in range(len(words) - k + 1)]
+
+
+def load_stopwords(spec: str | list[str] | tuple[str, ...] | None
+                   ) -> tuple[frozenset[str], str]:
+    """Stopwords from ``"english"``, ``"none"`` or a file (one word a line, ``#`` comments),
+    or the union of several (``["english", "extra.txt"]``, from a repeated ``--stopwords``).
 
     Returns ``(words, description)``; the description goes into the corpus attrs.
 
@@ -136,7 +169,14 @@ def load_stopwords(spec: str | None) -> tuple[frozenset[str], str]:
     >>> words, desc = load_stopwords("english")
     >>> "the" in words, desc
     (True, 'english')
+    >>> load_stopwords(["none", "english"])[1]
+    'english'
     """
+    if isinstance(spec, list | tuple):
+        parts = [load_stopwords(one) for one in spec]
+        words = frozenset().union(*(w for w, _ in parts))
+        descs = [d for _, d in parts if d != "none"]
+        return words, "+".join(dict.fromkeys(descs)) or "none"
     if spec is None or spec == "none":
         return frozenset(), "none"
     if spec == "english":

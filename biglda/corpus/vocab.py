@@ -11,7 +11,9 @@ Defaults and why:
 * ``max_df=1.0`` (no cut): the stopword list removes the function words; a
   corpus-specific cut such as ``--max-df 0.5`` is the user's call.
 * stopwords ``english`` for tokenized text, ``none`` for pre-tokenized and UCI input.
-  A token is a stopword when its lowercase form is in the list.
+  A token is a stopword when its lowercase form is in the list. An n-gram (``--ngrams``)
+  is dropped when its first or last word is a stopword ("of the", "the bank"), and kept
+  with a stopword inside ("bank of america"): gensim ``Phrases``' connector-word rule.
 
 Word ids are assigned by descending corpus frequency, ties broken by the word
 itself, so the ids do not depend on input order or on how ingest was parallelized.
@@ -45,7 +47,7 @@ class VocabFilter:
     max_df: float = 1.0
     max_vocab: int | None = None
     min_doc_length: int = 1
-    stopwords: str = "english"
+    stopwords: str | tuple[str, ...] = "english"
 
     def __post_init__(self) -> None:
         if self.min_df < 1:
@@ -72,13 +74,23 @@ class VocabFilter:
             keep &= doc_freq <= self.max_df * n_docs
         keep &= word_count > 0
         if stopwords:
-            keep &= np.fromiter((w.lower() not in stopwords for w in words), bool, len(words))
+            keep &= np.fromiter((not _is_stop(w.lower(), stopwords) for w in words), bool,
+                                len(words))
         if self.max_vocab is not None and keep.sum() > self.max_vocab:
             idx = np.flatnonzero(keep)
             top = frequency_order([words[i] for i in idx], word_count[idx])[: self.max_vocab]
             keep[:] = False
             keep[idx[top]] = True
         return keep
+
+
+def _is_stop(word: str, stopwords: frozenset[str]) -> bool:
+    if word in stopwords:
+        return True
+    if " " in word:  # an n-gram: by its first and last word
+        first, _, rest = word.partition(" ")
+        return first in stopwords or rest.rpartition(" ")[2] in stopwords
+    return False
 
 
 def frequency_order(words: Sequence[str], word_count: np.ndarray) -> np.ndarray:

@@ -27,6 +27,9 @@ class Docs:
     doc_ptr: np.ndarray  # int64[D+1]
     n_unknown: int = 0  # input tokens dropped: word not in the model's vocabulary
     doc_ids: np.ndarray | None = None
+    # int64[D], optional: keys of the documents' random streams (default: their position),
+    # e.g. a hash of each row, so a document's result does not depend on its neighbours.
+    doc_keys: np.ndarray | None = None
 
     @property
     def n_docs(self) -> int:
@@ -41,7 +44,8 @@ class Docs:
     def slice(self, start: int, stop: int) -> Docs:
         a, b = int(self.doc_ptr[start]), int(self.doc_ptr[stop])
         return Docs(self.tokens[a:b], self.doc_ptr[start:stop + 1] - a, 0,
-                    None if self.doc_ids is None else self.doc_ids[start:stop])
+                    None if self.doc_ids is None else self.doc_ids[start:stop],
+                    None if self.doc_keys is None else self.doc_keys[start:stop])
 
     def batches(self, batch_tokens: int) -> Iterator[tuple[int, int]]:
         """Document ranges ``(start, stop)`` of about ``batch_tokens`` tokens each."""
@@ -218,9 +222,33 @@ def docs_from_sparse(x: Any, n_words: int, id_map: np.ndarray | None = None) -> 
     return remap(cols, doc_ptr, id_map)
 
 
+def row_keys(x: Any) -> np.ndarray:
+    """int64 [n_rows]: a hash of each CSR row's (columns, counts), a key for its random
+    stream that depends on the row alone.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> k = row_keys(sp.csr_matrix(np.array([[1, 0, 2], [0, 1, 0], [1, 0, 2]])))
+    >>> bool(k[0] == k[2] and k[0] != k[1] and (k >= 0).all())
+    True
+    """
+    import hashlib
+
+    keys = np.empty(x.shape[0], dtype=np.int64)
+    indptr, indices = x.indptr, x.indices.astype(np.int64)
+    data = np.rint(x.data).astype(np.int64)
+    for r in range(x.shape[0]):
+        a, b = indptr[r], indptr[r + 1]
+        h = hashlib.blake2b(indices[a:b].tobytes() + b"|" + data[a:b].tobytes(), digest_size=8)
+        keys[r] = int.from_bytes(h.digest(), "little") >> 1  # non-negative int64
+    return keys
+
+
 def docs_from_texts(texts: Iterable[str], tokenizer_settings: dict,
                     model_vocab: np.ndarray) -> Docs:
-    """Tokenize raw texts like the training corpus was tokenized, then map to model ids."""
+    """Tokenize raw texts like the training corpus was tokenized (a document given as a
+    list of words is taken as it is), then map to model ids."""
     from biglda.corpus import Tokenizer
 
     tokenizer = Tokenizer.from_settings(dict(tokenizer_settings or {}))
@@ -229,9 +257,14 @@ def docs_from_texts(texts: Iterable[str], tokenizer_settings: dict,
     doc_ptr = [0]
     n_unknown = 0
     for text in texts:
-        if not isinstance(text, str):
-            raise InputError(f"expected documents as strings, got {type(text).__name__}")
-        for word in tokenizer.tokenize(text):
+        if isinstance(text, str):
+            words = tokenizer.tokenize(text)
+        elif isinstance(text, list | tuple) and all(isinstance(w, str) for w in text):
+            words = text  # pre-tokenized: the words as given
+        else:
+            raise InputError("expected documents as strings or lists of words, got "
+                             f"{type(text).__name__}")
+        for word in words:
             i = index.get(word)
             if i is None:
                 n_unknown += 1

@@ -46,8 +46,15 @@ def split_even_odd(tokens: np.ndarray, doc_ptr: np.ndarray) -> tuple[Docs, Docs]
     return Docs(tokens[even], even_ptr), Docs(tokens[~even], odd_ptr)
 
 
+def _stream_keys(first_doc, n_docs: int) -> np.ndarray:
+    """The documents' stream keys: given (int64[n_docs]), or their global positions."""
+    if isinstance(first_doc, np.ndarray):
+        return first_doc
+    return np.arange(first_doc, first_doc + n_docs, dtype=np.int64)
+
+
 def _foldin_task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, burn_in, samples, seed):
-    index = np.arange(first_doc, first_doc + len(doc_ptr) - 1, dtype=np.int64)
+    index = _stream_keys(first_doc, len(doc_ptr) - 1)
     return _foldin.foldin_theta(tokens, doc_ptr, phi_wk, prior_cdf, alpha, burn_in=burn_in,
                                 samples=samples, seed=seed, doc_index=index)
 
@@ -64,7 +71,7 @@ def _completion_task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, burn_
 
 def _left_to_right_task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, particles, _unused,
                         seed):
-    index = np.arange(first_doc, first_doc + len(doc_ptr) - 1, dtype=np.int64)
+    index = _stream_keys(first_doc, len(doc_ptr) - 1)
     ll = _foldin.left_to_right_loglik(tokens, doc_ptr, phi_wk, alpha, particles=particles,
                                       seed=seed, doc_index=index)
     return ll, np.diff(doc_ptr)
@@ -92,6 +99,9 @@ def map_batches(
 ) -> tuple[list[Any], dict[str, int]]:
     """Run ``task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, *params)`` per batch.
 
+    ``first_doc`` is the batch's first global document index, or, when ``docs.doc_keys``
+    is set, the batch's stream keys (int64[n]).
+
     Returns the results in document order and the input statistics: ``n_docs``,
     ``n_tokens`` (known tokens used), ``n_unknown`` (tokens dropped: word unknown to the
     model), ``n_empty`` (documents with no known token). With ``client`` (a
@@ -101,6 +111,11 @@ def map_batches(
     """
     ranges = list(docs.batches(batch_tokens))
     id_map = docs.id_map
+    keys = getattr(docs, "doc_keys", None)
+
+    def first(start: int, stop: int) -> Any:  # what a task keys its documents' streams by
+        return start if keys is None else keys[start:stop]
+
     t0 = time.perf_counter()
     if client is not None:
         # hash=False: content-hashed keys are shared by every call scattering the same
@@ -115,12 +130,12 @@ def map_batches(
             part = docs.part(start, stop)
             if in_memory:  # worker processes cannot see this process's memory:// store
                 part = part.load(id_map)
-            futures.append(client.submit(_batch, task, part, start, *shared, id_map_f, params,
-                                         pure=False))
+            futures.append(client.submit(_batch, task, part, first(start, stop), *shared,
+                                         id_map_f, params, pure=False))
         outs = client.gather(futures)
     else:
         def run(rng: tuple[int, int]) -> Any:
-            return _batch(task, docs.part(*rng), rng[0], phi_wk, prior_cdf, alpha, id_map,
+            return _batch(task, docs.part(*rng), first(*rng), phi_wk, prior_cdf, alpha, id_map,
                           params)
 
         if n_jobs > 1 and len(ranges) > 1:

@@ -1,7 +1,7 @@
 """``TopicModel``: a trained LDA model — inspect, infer, evaluate, save.
 
 A model is the count tables of one posterior sample (``n_wk``, ``n_dk``) plus the
-priors, read from a ``model.zarr`` store (format: :mod:`biglda.train.model_store`).
+priors, read from a ``model.zarr`` store (format: :mod:`biglda.model.store`).
 Every probability is a posterior mean given those counts:
 
 - ``topic_word[k, w] = (n_wk[w, k] + beta) / (n_k[k] + V * beta)``
@@ -128,7 +128,7 @@ class TopicModel:
     @classmethod
     def load(cls, path: str) -> TopicModel:
         """Open a ``model.zarr`` store (local path or any fsspec URL); see :func:`load`."""
-        from biglda.train.model_store import open_model_group
+        from biglda.model.store import open_model_group
 
         path = str(path)
         g = open_model_group(path)
@@ -148,7 +148,7 @@ class TopicModel:
         Raises :class:`biglda.errors.OutputExistsError` if ``path`` exists and
         ``overwrite`` is false; a failed save leaves nothing that opens as a model.
         """
-        from biglda.train.model_store import save_model
+        from biglda.model.store import save_model
 
         path = str(path)
         extra = {k: v for k, v in self.attrs.items() if k not in _COMPUTED_ATTRS}
@@ -162,16 +162,28 @@ class TopicModel:
         for start in range(0, self.n_docs, rows):
             yield np.asarray(self._n_dk[start:start + rows])
 
-    def record_evaluation(self, results: dict) -> None:
-        """Merge ``results`` into ``attrs["evaluation"]`` and, for a stored model, its store."""
-        evaluation = dict(self.attrs.get("evaluation") or {})
-        evaluation.update(results)
-        self.attrs["evaluation"] = evaluation
+    def record_evaluation(self, results: dict, key: str | None = None) -> None:
+        """Keep an evaluation in ``attrs["evaluations"][key]`` (a history keyed by the test
+        set; default key: ``results["test_corpus"]``, else ``"default"``), merging into an
+        earlier one of the same key; ``attrs["evaluation"]`` is the one saved last. A
+        stored model's store is updated too (``biglda evaluate --save``).
+        """
+        import datetime
+
+        key = str(key or results.get("test_corpus") or "default")
+        history = {k: dict(v) for k, v in (self.attrs.get("evaluations") or {}).items()}
+        entry = {**history.get(key, {}), **results,
+                 "saved_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+        history.pop(key, None)
+        history[key] = entry  # the latest last
+        self.attrs["evaluations"] = history
+        self.attrs["evaluation"] = entry
         if self.url is not None:
             import zarr
 
             try:
-                zarr.open_group(self.url, mode="r+").attrs["evaluation"] = evaluation
+                zarr.open_group(self.url, mode="r+").attrs.update(
+                    {"evaluations": history, "evaluation": entry})
             except (OSError, ValueError) as exc:  # read-only store or file system
                 raise BigLDAError(f"cannot store the evaluation in {self.url}: "
                                   f"{getattr(exc, 'strerror', None) or type(exc).__name__}"

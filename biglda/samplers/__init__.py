@@ -13,6 +13,8 @@ Public API (see docs/contracts.md, section "samplers"):
 
 from biglda.samplers.base import Sampler, SweepResult
 from biglda.samplers.counts import (
+    MAX_TOPICS,
+    check_n_topics,
     count_from_z,
     doc_loglik,
     doc_topic_counts,
@@ -23,13 +25,21 @@ from biglda.samplers.counts import (
     z_dtype,
 )
 from biglda.samplers.local import LocalFit, fit_local
-from biglda.samplers.registry import available_samplers, get_sampler, register_sampler
+from biglda.samplers.registry import (
+    SamplerParam,
+    available_samplers,
+    get_sampler,
+    parse_sampler_params,
+    register_sampler,
+    sampler_params,
+)
 from biglda.samplers.rng import RandomKey
 
 __all__ = [
     "LocalFit",
     "RandomKey",
     "Sampler",
+    "SamplerParam",
     "SweepResult",
     "available_samplers",
     "count_from_z",
@@ -39,7 +49,11 @@ __all__ = [
     "get_sampler",
     "init_z",
     "joint_loglik",
+    "MAX_TOPICS",
+    "check_n_topics",
+    "parse_sampler_params",
     "register_sampler",
+    "sampler_params",
     "word_loglik_rows",
     "word_loglik_topics",
     "z_dtype",

@@ -1,8 +1,10 @@
-"""numba-cuda kernels of the GPU samplers (cgs, lightlda): array-only, no Python objects.
+"""numba-cuda code shared by the GPU samplers: random streams, count moves, alias tables.
 
-Importing this module imports ``numba.cuda``; only :mod:`biglda.samplers.cgs_gpu` and
-:mod:`biglda.samplers.lightlda_gpu` do so, after :func:`biglda.samplers.backends.require_gpu`
-has checked that a GPU (or the CUDA simulator, ``NUMBA_ENABLE_CUDASIM=1``) is usable.
+Each sampler's own kernel sits beside its wrapper (``cgs_gpu.py``, ``lightlda_gpu.py``) and
+calls the device functions named in :data:`DEVICE_FUNCTIONS`. Importing this module imports
+``numba.cuda``; :func:`biglda.samplers._gpu_common.compile_kernels` does so, after
+:func:`biglda.samplers.backends.require_gpu` has checked that a GPU (or the CUDA simulator,
+``NUMBA_ENABLE_CUDASIM=1``) is usable.
 
 Layout (CuLDA_CGS, Xie et al. 2019; SaberLDA, Li et al. 2017): tokens are visited in
 *word-major* order (``perm`` sorts the shard's positions by word), so neighbouring threads
@@ -24,6 +26,10 @@ import numpy as np
 from numba import cuda
 
 MAX_BLOCK = 1024  # shared scratch size of the cgs kernel (the CUDA block-size limit)
+
+#: the device functions the samplers' kernels call; compile_kernels puts them in each
+#: sampler module's namespace before its kernels compile
+DEVICE_FUNCTIONS = ("_rand_u32", "_rand_unit", "_alias_draw", "_move_topic", "_move_token")
 _MASK32 = 0xFFFFFFFF
 _TWO_M32 = 2.3283064365386963e-10  # 2**-32
 
@@ -79,6 +85,67 @@ def _lock_simulator_shared_arrays() -> None:
 _lock_simulator_shared_arrays()
 
 
+def _add_simulator_warp_intrinsics() -> None:
+    """Give the CUDA simulator the warp intrinsics the kernels use, for one-warp blocks.
+
+    numba-cuda's simulator (0.30) has no ``shfl_*_sync``, ``ballot_sync`` or ``syncwarp``.
+    The cgs kernel runs one warp per block with every lane converged at each call, so in
+    the simulator a block's threads are that warp's lanes, and an exchange of lane values
+    between two block barriers is exactly a shuffle: lane ``l`` writes its value, the
+    barrier, every lane reads the value of the lane it asked for. The next exchange's first
+    barrier keeps its writes after every read of this one. Blocks of more than 32 threads
+    are refused (they would be several warps). Compiled kernels are unaffected.
+    """
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        return
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+
+    if getattr(FakeCUDAModule, "_biglda_warps", False):
+        return
+
+    def exchange(value):
+        me = threading.current_thread()
+        if me._manager._block_dim == (1, 1, 1):  # a one-lane warp: nothing to exchange
+            return 0, {0: value}
+        if me._manager._block_dim[0] > 32 or me.threadIdx.y or me.threadIdx.z:
+            raise RuntimeError("simulated warp intrinsics need a block of at most 32 threads")
+        me.syncthreads()  # every lane has read the previous exchange
+        lanes = me._manager.__dict__.setdefault("_biglda_lanes", {})
+        lanes[me.thread_id] = value
+        me.syncthreads()  # every lane has written this one
+        return me.thread_id, lanes
+
+    def shfl_sync(self, mask, value, src_lane):
+        _, lanes = exchange(value)
+        return lanes[int(src_lane)]
+
+    def shfl_up_sync(self, mask, value, delta):
+        lane, lanes = exchange(value)
+        return lanes[lane - delta] if lane >= delta else value
+
+    def shfl_down_sync(self, mask, value, delta):
+        lane, lanes = exchange(value)
+        return lanes.get(lane + delta, value)
+
+    def ballot_sync(self, mask, predicate):
+        _, lanes = exchange(bool(predicate))
+        return sum(1 << lane for lane, v in lanes.items() if v)
+
+    def syncwarp(self, mask=0xFFFFFFFF):
+        me = threading.current_thread()
+        if me._manager._block_dim != (1, 1, 1):
+            me.syncthreads()
+
+    for fn in (shfl_sync, shfl_up_sync, shfl_down_sync, ballot_sync, syncwarp):
+        setattr(FakeCUDAModule, fn.__name__, fn)
+    FakeCUDAModule._biglda_warps = True
+
+
+_add_simulator_warp_intrinsics()
+
+
 # --------------------------------------------------------------------------- random streams
 @cuda.jit(device=True, inline=True)
 def _mix32(x):
@@ -120,6 +187,29 @@ def _alias_draw(k0, k1, i, c, lo, n, thr, alias):
 
 
 # --------------------------------------------------------------------------- counts
+@cuda.jit(device=True)
+def _move_topic(n_wk, n_k, w, s, t):
+    """Move one token of word ``w`` from topic ``s`` to ``t`` in ``n_wk``/``n_k`` (atomics)."""
+    cuda.atomic.sub(n_wk, (w, s), 1)
+    cuda.atomic.add(n_wk, (w, t), 1)
+    cuda.atomic.sub(n_k, s, 1)
+    cuda.atomic.add(n_k, t, 1)
+
+
+@cuda.jit(device=True)
+def _move_token(n_wk, n_dk, n_k, w, d, s, t):
+    """Move one token (word ``w``, chunk document ``d``) from topic ``s`` to ``t``.
+
+    The six atomic count moves every GPU kernel makes. Why atomics are safe: each
+    decrement removes a contribution that exists (the token's own old topic), so no count
+    goes negative or loses an update, and after a kernel the counts equal the recount of
+    ``z`` exactly, however the threads interleave.
+    """
+    _move_topic(n_wk, n_k, w, s, t)
+    cuda.atomic.sub(n_dk, (d, s), 1)
+    cuda.atomic.add(n_dk, (d, t), 1)
+
+
 @cuda.jit
 def _count_doc_topics(perm, doc_of, z, pos_lo, pos_hi, d_lo, n_dk):
     """Add the topics of positions ``perm[pos_lo:pos_hi]`` to ``n_dk`` (int32 [D_chunk, K])."""
@@ -141,143 +231,6 @@ def _move_counts(pos, tokens, z, n_wk, n_k, sign):
         t = np.int64(z[i])
         cuda.atomic.add(n_wk, (tokens[i], t), sign)  # atomics: words repeat across threads
         cuda.atomic.add(n_k, t, sign)
-
-
-# --------------------------------------------------------------------------- cgs
-@cuda.jit
-def _cgs_kernel(tokens, perm, doc_of, z, n_wk, n_k, n_dk, alpha, beta, v_beta,
-                pos_lo, pos_hi, run_len, d_lo, k0, k1, fused_count):
-    """Collapsed Gibbs over positions ``perm[pos_lo:pos_hi]``, one block per run of tokens.
-
-    tokens int32 [N], perm int64 [N] (word-major), doc_of int32 [N], z uint16/int32 [N],
-    n_wk int32 [V, K], n_k int64 [K], n_dk int32 [D_chunk, K], alpha float64 [K].
-
-    A block takes ``run_len`` consecutive word-major positions and samples them one after
-    another; its threads share the O(K) work of each token: thread t owns topics
-    t, t + B, t + 2B, ... (coalesced reads), a block scan of the per-thread masses picks
-    the owning thread, which rescans its topics. Thread 0 then moves the counts.
-
-    Counts are updated immediately with atomics. Why that is safe: every decrement removes
-    a contribution that exists (the token's own old topic), so no count goes negative or
-    loses an update, and after the kernel n_wk/n_k/n_dk equal the recount of z exactly.
-    With one block (``gridDim.x == 1``) every token sees every earlier move: the sweep is
-    an exact systematic-scan Gibbs sweep, deterministic for a given block size. With many
-    blocks, a token may read counts that another block is changing at that moment: the
-    same bounded staleness as AD-LDA across workers, confined to one sweep.
-    ``fused_count`` (single block only) builds ``n_dk`` inside the kernel: one launch.
-    """
-    tid = cuda.threadIdx.x
-    n_threads = cuda.blockDim.x
-    n_topics = n_k.shape[0]
-    part = cuda.shared.array(MAX_BLOCK, dtype=np.float64)  # per-thread masses, then their scan
-    pick = cuda.shared.array(1, dtype=np.int64)  # the sampled topic (n_topics: none yet)
-
-    if fused_count:
-        for e in range(tid, n_dk.shape[0] * n_topics, n_threads):
-            n_dk[e // n_topics, e % n_topics] = 0
-        cuda.syncthreads()  # barrier: n_dk is zero everywhere before any thread adds to it
-        for j in range(pos_lo + tid, pos_hi, n_threads):
-            i = perm[j]
-            cuda.atomic.add(n_dk, (doc_of[i] - d_lo, np.int64(z[i])), 1)
-        cuda.syncthreads()  # barrier: n_dk is complete before any thread reads it
-
-    n_runs = (pos_hi - pos_lo + run_len - 1) // run_len
-    for r in range(cuda.blockIdx.x, n_runs, cuda.gridDim.x):
-        j_hi = min(pos_hi, pos_lo + (r + 1) * run_len)
-        for j in range(pos_lo + r * run_len, j_hi):
-            i = perm[j]
-            w = tokens[i]
-            d = doc_of[i] - d_lo
-            s = np.int64(z[i])
-            # p(k) ∝ (n_dk + alpha_k)(n_wk + beta)/(n_k + V beta), counts without token i
-            acc = 0.0
-            for k in range(tid, n_topics, n_threads):
-                own = 1 if k == s else 0
-                acc += ((n_dk[d, k] - own + alpha[k]) * (n_wk[w, k] - own + beta)
-                        / (n_k[k] - own + v_beta))
-            # part[] and pick[0] were last read before the barrier that ended the previous
-            # token (and only thread 0 reads pick), so these writes cannot clobber a read.
-            part[tid] = acc
-            if tid == 0:
-                pick[0] = n_topics  # sentinel: no owner has reported a topic yet
-            cuda.syncthreads()  # barrier: every part[tid] and the sentinel are written
-            off = 1
-            while off < n_threads:  # Hillis-Steele inclusive scan of the thread masses
-                v = part[tid - off] if tid >= off else 0.0
-                cuda.syncthreads()  # barrier: all reads of this step precede its writes
-                part[tid] += v
-                cuda.syncthreads()  # barrier: all writes of this step precede the next reads
-                off *= 2
-            u = _rand_unit(k0, k1, i, 0) * part[n_threads - 1]
-            below = part[tid - 1] if tid > 0 else 0.0
-            if below <= u and u < part[tid]:  # the thread whose interval holds u (see below)
-                rem = u - below
-                acc = 0.0
-                t = -1
-                last = -1
-                for k in range(tid, n_topics, n_threads):
-                    own = 1 if k == s else 0
-                    p = ((n_dk[d, k] - own + alpha[k]) * (n_wk[w, k] - own + beta)
-                         / (n_k[k] - own + v_beta))
-                    acc += p
-                    if p > 0.0:
-                        last = k
-                    if rem < acc:  # the first of its topics whose prefix passes u
-                        t = k
-                        break
-                if t < 0:  # rounding, or another block changed the counts in between
-                    t = last
-                if t >= 0:
-                    # The scan is rounded: in principle two threads may both claim u. The
-                    # smaller topic wins, so the choice never depends on thread timing.
-                    cuda.atomic.min(pick, 0, t)
-            cuda.syncthreads()  # barrier: the owner's pick[0] is written before thread 0 reads
-            if tid == 0:
-                t = pick[0]
-                if t >= n_topics or t < 0:  # no owner (rounding): search all topics here
-                    t = _cgs_fallback(n_dk, n_wk, n_k, alpha, beta, v_beta, d, w, s,
-                                      _rand_unit(k0, k1, i, 0))
-                if t != s:
-                    z[i] = t
-                    cuda.atomic.sub(n_wk, (w, s), 1)
-                    cuda.atomic.add(n_wk, (w, t), 1)
-                    cuda.atomic.sub(n_dk, (d, s), 1)
-                    cuda.atomic.add(n_dk, (d, t), 1)
-                    cuda.atomic.sub(n_k, s, 1)
-                    cuda.atomic.add(n_k, t, 1)
-            # barrier: the token's count move is visible to every thread before the next
-            # token's masses are computed, and every read of part[]/pick[0] above is done
-            # before the next token overwrites them
-            cuda.syncthreads()
-
-
-@cuda.jit(device=True)
-def _cgs_fallback(n_dk, n_wk, n_k, alpha, beta, v_beta, d, w, s, r):
-    """Sequential draw of a topic for token (d, w, old topic s) with the uniform ``r``.
-
-    The first topic whose prefix sum exceeds ``r * total``; if rounding leaves none, the
-    last topic with non-zero weight; never outside [0, K). Only used when the block scan
-    produced no owner, which exact arithmetic rules out.
-    """
-    n_topics = n_k.shape[0]
-    total = 0.0
-    for k in range(n_topics):
-        own = 1 if k == s else 0
-        total += ((n_dk[d, k] - own + alpha[k]) * (n_wk[w, k] - own + beta)
-                  / (n_k[k] - own + v_beta))
-    u = r * total
-    acc = 0.0
-    last = s
-    for k in range(n_topics):
-        own = 1 if k == s else 0
-        p = ((n_dk[d, k] - own + alpha[k]) * (n_wk[w, k] - own + beta)
-             / (n_k[k] - own + v_beta))
-        acc += p
-        if p > 0.0:
-            last = k
-        if u < acc:
-            return k
-    return last
 
 
 # --------------------------------------------------------------------------- alias tables
@@ -333,112 +286,3 @@ def _build_alias_rows(row_ptr, weights, thr, alias, scaled, small, large):
             thr[lo + sj] = np.uint32(4294967295)
             alias[lo + sj] = sj
 
-
-# --------------------------------------------------------------------------- lightlda
-@cuda.jit
-def _lightlda_kernel(tokens, perm, doc_of, doc_ptr, z, n_wk, n_k, n_dk, alpha, beta, v_beta,
-                     snap_wk, coef0, w_ptr, w_topic, w_mass, thr, alias, b_lo, b_mass,
-                     a_lo, a_sum, symmetric, mh_steps, pos_lo, pos_hi, d_lo, k0, k1, stats):
-    """LightLDA cycle-proposal MH over positions ``perm[pos_lo:pos_hi]``, a thread per token.
-
-    tokens int32 [N], perm int64 [N] (word-major), doc_of int32 [N], doc_ptr int64 [D+1],
-    z uint16/int32 [N], n_wk int32 [V, K], n_k int64 [K], n_dk int32 [D_chunk, K],
-    alpha float64 [K]; snap_wk int32 [V, K] / coef0 float64 [K] are ``n_wk`` and
-    1/(n_k + V beta) *without the tokens being swept* (see below); w_ptr int64 [V+1], w_topic int32 [M] and
-    w_mass float64 [V] describe the sparse word tables; thr uint32 / alias int32 hold all
-    alias tables (word rows, then the dense beta row at ``b_lo``, then alpha at ``a_lo``);
-    stats int64 [2] receives (accepted, proposed).
-
-    Word proposal q_w(k) ∝ (snap_wk[w, k] + beta) coef0[k]: with probability
-    w_mass / (w_mass + b_mass) from the word's alias over its non-zeros, else from the
-    shared dense beta table. The tables are built from the counts of every token *except*
-    those of the documents being swept (the sampler sweeps even, then odd documents, as
-    the CPU kernel does): a proposal may depend on the state only through tokens that are
-    not being resampled, else each token's kernel depends on where the sweep started and
-    the chain is biased (a tiny-corpus enumeration shows it). With that, q_w is an
-    independence proposal and a = min(1, p(t) q_w(s) / (p(s) q_w(t))) is exact. Doc proposal q_d(k) ∝ n_dk + alpha_k (counts with token i): the topic of a
-    uniform token of the document, or a draw from alpha; a = min(1, p(t)(n_ds¬i + alpha_s)
-    / (p(s)(n_dt¬i + alpha_t))). Table probabilities are taken as the weights: the 32-bit
-    thresholds round them by < 2**-32, a bias far below what any test can see.
-
-    Counts stay those of the token's old topic s0 until it is done (the target subtracts
-    its own contribution), then one atomic move; safe for the reason given in
-    :func:`_cgs_kernel`. One thread in one block gives the exact sequential chain.
-    """
-    start = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    n_topics = n_k.shape[0]
-    n_accept = 0
-    n_propose = 0
-    for j in range(pos_lo + start, pos_hi, stride):
-        i = perm[j]
-        w = tokens[i]
-        dg = doc_of[i]
-        d = dg - d_lo
-        doc_lo = doc_ptr[dg]
-        n_doc = doc_ptr[dg + 1] - doc_lo
-        s0 = np.int64(z[i])
-        s = s0
-        p_s = ((n_dk[d, s] - 1 + alpha[s]) * (n_wk[w, s] - 1 + beta) / (n_k[s] - 1 + v_beta))
-        mass = w_mass[w]
-        wl = w_ptr[w]
-        wn = w_ptr[w + 1] - wl
-        c = 0
-        for _ in range(mh_steps):
-            # --- word proposal ---
-            if _rand_unit(k0, k1, i, c) * (mass + b_mass) < mass:
-                t = np.int64(w_topic[wl + _alias_draw(k0, k1, i, c + 1, wl, wn, thr, alias)])
-            else:
-                t = _alias_draw(k0, k1, i, c + 1, b_lo, n_topics, thr, alias)
-            c += 3
-            n_propose += 1
-            if t != s:
-                own = 1 if t == s0 else 0
-                p_t = ((n_dk[d, t] - own + alpha[t]) * (n_wk[w, t] - own + beta)
-                       / (n_k[t] - own + v_beta))
-                q_s = (snap_wk[w, s] + beta) * coef0[s]
-                q_t = (snap_wk[w, t] + beta) * coef0[t]
-                if _rand_unit(k0, k1, i, c) * p_s * q_t < p_t * q_s:
-                    s = t
-                    p_s = p_t
-                    n_accept += 1
-            else:
-                n_accept += 1
-            c += 1
-            # --- doc proposal ---
-            u = _rand_unit(k0, k1, i, c) * (n_doc + a_sum)
-            if u < n_doc:
-                pos = min(np.int64(u), n_doc - 1)
-                # token i itself stands for its *current* state s (z[i] still holds s0)
-                t = s if doc_lo + pos == i else np.int64(z[doc_lo + pos])
-            elif symmetric:
-                t = min(np.int64((u - n_doc) / a_sum * n_topics), n_topics - 1)
-            else:
-                t = _alias_draw(k0, k1, i, c + 1, a_lo, n_topics, thr, alias)
-            c += 3
-            n_propose += 1
-            if t != s:
-                own_t = 1 if t == s0 else 0
-                own_s = 1 if s == s0 else 0
-                p_t = ((n_dk[d, t] - own_t + alpha[t]) * (n_wk[w, t] - own_t + beta)
-                       / (n_k[t] - own_t + v_beta))
-                num = p_t * (n_dk[d, s] - own_s + alpha[s])
-                den = p_s * (n_dk[d, t] - own_t + alpha[t])
-                if _rand_unit(k0, k1, i, c) * den < num:
-                    s = t
-                    p_s = p_t
-                    n_accept += 1
-            else:
-                n_accept += 1
-            c += 1
-        if s != s0:
-            z[i] = s
-            cuda.atomic.sub(n_wk, (w, s0), 1)
-            cuda.atomic.add(n_wk, (w, s), 1)
-            cuda.atomic.sub(n_dk, (d, s0), 1)
-            cuda.atomic.add(n_dk, (d, s), 1)
-            cuda.atomic.sub(n_k, s0, 1)
-            cuda.atomic.add(n_k, s, 1)
-    if n_propose > 0:  # one pair of atomics per thread, not per token
-        cuda.atomic.add(stats, 0, n_accept)
-        cuda.atomic.add(stats, 1, n_propose)

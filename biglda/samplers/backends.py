@@ -16,12 +16,14 @@ from dataclasses import dataclass
 
 from biglda.errors import ConfigError
 
-__all__ = ["BACKEND_CHOICES", "GpuStatus", "balance_shards", "gpu_status", "pick_backend",
+__all__ = ["BACKEND_CHOICES", "GpuStatus", "gpu_status", "pick_backend",
            "require_gpu", "resolve_backend"]
 
 log = logging.getLogger("biglda.samplers")
 
-_INSTALL_HINT = "install the GPU extra: pip install 'biglda[gpu]'"
+_INSTALL_HINT = ("install the GPU extra: pip install 'biglda[gpu-cu13]' (CUDA 13) or "
+                 "'biglda[gpu]' (CUDA 12)")
+_NUMPY_HINT = "numba-cuda 0.30 needs numpy < 2.5: pip install 'numpy<2.5'"
 
 #: what a run may ask for: a backend, or ``auto`` (the GPU where a real one works, else CPU)
 BACKEND_CHOICES = ("cpu", "gpu", "auto")
@@ -58,7 +60,10 @@ def gpu_status() -> GpuStatus:
     """Find out, once per process, whether the GPU samplers can run and why not.
 
     Checks in order: numba-cuda installed, the simulator, the CUDA driver, a CUDA device,
-    CuPy installed (the most basic missing piece is the one reported).
+    CuPy installed, then compiles and runs a one-thread kernel (:func:`_probe_kernel`):
+    a GPU that imports but cannot compile (numba-cuda 0.30 with numpy 2.5: ``module
+    'numpy' has no attribute 'row_stack'`` at the first compile) is not usable, so
+    ``auto`` never picks it. The most basic missing piece is the one reported.
 
     Examples
     --------
@@ -71,31 +76,84 @@ def gpu_status() -> GpuStatus:
     if simulator_requested():
         return GpuStatus(True, True, "the CUDA simulator (NUMBA_ENABLE_CUDASIM=1): kernels run "
                                      "on the CPU, for tests only")
+    found = _detect_device()
+    if isinstance(found, GpuStatus):
+        return found
+    name, n_devices = found
+    try:
+        _probe_kernel()
+    except Exception as exc:
+        return GpuStatus(False, False, _probe_failure(exc))
+    return GpuStatus(True, False, f"CUDA device 0: {name} ({n_devices} visible)", n_devices)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _detect_device() -> tuple[str, int] | GpuStatus:
+    """``(name of device 0, devices visible)``, or the :class:`GpuStatus` saying what is missing."""
     try:
         from numba import cuda
         from numba.cuda.cudadrv.driver import driver
-    except Exception as exc:  # a broken numba-cuda install
-        return GpuStatus(False, False, f"numba.cuda cannot be imported: {exc}".replace("\n", " "))
+    except Exception as exc:  # a broken numba-cuda install, or a numpy it does not support
+        return GpuStatus(False, False, f"numba.cuda cannot be imported: {_one_line(exc)}"
+                                       f"{_versions_hint()}")
     try:
         driver_ok = driver.is_available  # a property that runs cuInit, which may raise
         cause = driver.initialization_error
     except Exception as exc:
         driver_ok, cause = False, exc
     if not driver_ok:
-        cause = " ".join(str(cause or "unknown error").split())
-        return GpuStatus(False, False, f"no usable CUDA driver: {cause}")
+        return GpuStatus(False, False, f"no usable CUDA driver: {_one_line(cause or 'unknown error')}")
     try:
         n_devices = len(cuda.gpus)
         name = cuda.get_current_device().name if n_devices else ""
     except Exception as exc:
-        return GpuStatus(False, False, f"no usable CUDA device: {exc}".replace("\n", " "))
+        return GpuStatus(False, False, f"no usable CUDA device: {_one_line(exc)}")
     if n_devices == 0:
         return GpuStatus(False, False, "no CUDA device is visible (check CUDA_VISIBLE_DEVICES)")
     if importlib.util.find_spec("cupy") is None:
         return GpuStatus(False, False, f"CuPy is not installed ({_INSTALL_HINT})")
     if isinstance(name, bytes):
         name = name.decode()
-    return GpuStatus(True, False, f"CUDA device 0: {name} ({n_devices} visible)", n_devices)
+    return str(name), n_devices
+
+
+def _probe_kernel() -> None:
+    """Compile and run a one-thread numba-cuda kernel on a CuPy array; raise what fails."""
+    import cupy
+    from numba import cuda
+
+    from biglda.samplers._gpu_common import quiet_launches
+
+    def probe(out):
+        out[0] = out[0] + 1
+
+    out = cupy.zeros(1, dtype=cupy.int32)
+    with quiet_launches():
+        cuda.jit(probe)[1, 1](out)
+    cuda.synchronize()
+    if int(out[0]) != 1:
+        raise RuntimeError(f"the probe kernel wrote {int(out[0])}, expected 1")
+
+
+def _versions_hint() -> str:
+    """`` (numpy X, numba-cuda Y...)``: the versions a compile failure usually comes from."""
+    from importlib import metadata
+
+    found = []
+    for dist in ("numpy", "numba-cuda", "cupy-cuda12x", "cupy-cuda13x"):
+        try:
+            found.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return f" ({', '.join(found)}; {_NUMPY_HINT})" if found else ""
+
+
+def _probe_failure(exc: BaseException) -> str:
+    return (f"the GPU cannot compile or run a kernel: {type(exc).__name__}: {_one_line(exc)}"
+            f"{_versions_hint()}")
 
 
 def require_gpu() -> GpuStatus:
@@ -156,43 +214,3 @@ def resolve_backend(backend: str) -> str:
         log.info("backend auto -> cpu (%s)", "the CUDA simulator is not a GPU"
                  if status.simulator else status.reason)
     return chosen
-
-
-def balance_shards(throughputs, shard_tokens) -> list[int]:
-    """Assign shards to workers of unequal speed (GPU and CPU workers in one job).
-
-    Greedy longest-processing-time on uniform machines: shards in decreasing size, each to
-    the worker that would finish it first, ``(load_w + tokens) / throughput_w``. Each
-    worker's share of tokens comes out about proportional to its throughput, and the
-    makespan is within a factor 2 of the optimum (Gonzalez, Ibarra & Sahni 1977).
-
-    Parameters
-    ----------
-    throughputs : sequence of float
-        Tokens/s of each worker (measured, e.g. the first clock's ``tokens_per_s``).
-    shard_tokens : sequence of int
-        Tokens of each shard.
-
-    Returns
-    -------
-    list of int
-        ``assignment[shard] = worker``; ties go to the lower worker index.
-
-    Examples
-    --------
-    >>> balance_shards([3e8, 1e8], [100] * 8)
-    [0, 0, 0, 1, 0, 0, 0, 1]
-    """
-    speed = [float(t) for t in throughputs]
-    if not speed or any(not (t > 0.0) or t == float("inf") for t in speed):
-        raise ConfigError(f"throughputs must be positive and finite, got {list(throughputs)}")
-    sizes = [int(n) for n in shard_tokens]
-    if any(n < 0 for n in sizes):
-        raise ConfigError("shard_tokens must be >= 0")
-    load = [0] * len(speed)
-    assignment = [0] * len(sizes)
-    for s in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-        w = min(range(len(speed)), key=lambda j: ((load[j] + sizes[s]) / speed[j], j))
-        assignment[s] = w
-        load[w] += sizes[s]
-    return assignment

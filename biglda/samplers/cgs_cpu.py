@@ -11,7 +11,10 @@ Two exact kernels over the same full conditional
   over the doc's non-zero topics, and a word bucket q = Σ_k (alpha_k + n_dk) n_wk / (n_k + V beta)
   over the word's non-zero topics. Per-word non-zero lists are kept sorted by count
   (descending, packed ``count << bits | topic`` as in Mallet) so the q scan usually stops
-  after one or two entries; they stay exact as counts change.
+  after one or two entries; they stay exact as counts change. Only the counts are kept in
+  order (ties in any order): a topic whose count drops to 0 had count 1, so the list's last
+  entry (count 1 too) takes its place in O(1). After a random start most entries have count
+  1 and nearly every token moves, so shifting the tail on each removal cost O(nnz) per move.
 
 Both rebuild the doc-topic counts of one document at a time from ``z`` in a K scratch
 row, so memory is O(N + V_local K), never D × K.
@@ -269,13 +272,15 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
                 j = pos_s
                 val = packed[base + j] - (np.int64(1) << bits)
                 if val >> bits == 0:
-                    for jj in range(j, n_w - 1):
-                        packed[base + jj] = packed[base + jj + 1]
+                    # s had count 1, so every entry after it has count 1 too: the last one
+                    # takes its place (O(1); the order among equal counts is free)
                     n_w -= 1
-                    if pos_t > pos_s:
-                        pos_t -= 1
+                    packed[base + j] = packed[base + n_w]
+                    if pos_t == n_w:
+                        pos_t = pos_s
                 else:
-                    while j + 1 < n_w and packed[base + j + 1] > val:
+                    c = val >> bits
+                    while j + 1 < n_w and (packed[base + j + 1] >> bits) > c:
                         packed[base + j] = packed[base + j + 1]
                         j += 1
                     packed[base + j] = val
@@ -293,7 +298,8 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
                     n_w += 1
                 else:
                     val = packed[base + j] + (np.int64(1) << bits)
-                while j > 0 and packed[base + j - 1] < val:
+                c = val >> bits
+                while j > 0 and (packed[base + j - 1] >> bits) < c:
                     packed[base + j] = packed[base + j - 1]
                     j -= 1
                 packed[base + j] = val

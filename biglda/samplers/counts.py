@@ -21,10 +21,34 @@ from biglda.samplers._kernels import (
 from biglda.samplers.base import as_alpha
 from biglda.samplers.rng import RandomKey
 
+#: K up to which a topic id fits ``z``'s uint16 (half the memory of int32).
+UINT16_TOPICS = int(np.iinfo(np.uint16).max)
+#: the most topics there can be: ``z`` is int32 above :data:`UINT16_TOPICS`.
+MAX_TOPICS = int(np.iinfo(np.int32).max)
+
 
 def z_dtype(n_topics: int) -> np.dtype:
-    """uint16 when K <= 65535 (half the memory of int32), int32 otherwise."""
-    return np.dtype(np.uint16) if n_topics <= 65535 else np.dtype(np.int32)
+    """uint16 when K <= 65535 (half the memory of int32), int32 otherwise (K <= 2**31 - 1)."""
+    return np.dtype(np.uint16) if n_topics <= UINT16_TOPICS else np.dtype(np.int32)
+
+
+def check_n_topics(n_topics: int) -> str | None:
+    """What is wrong with ``n_topics`` as a number of topics (None: nothing).
+
+    Examples
+    --------
+    >>> check_n_topics(1)
+    'must be >= 2, got 1'
+    >>> check_n_topics(70000) is None  # z is int32 there
+    True
+    """
+    if isinstance(n_topics, bool) or not isinstance(n_topics, int | np.integer):
+        return f"must be an integer, got {n_topics!r}"
+    if n_topics < 2:
+        return f"must be >= 2, got {n_topics}"
+    if n_topics > MAX_TOPICS:
+        return f"must be <= {MAX_TOPICS} (z is int32), got {n_topics}"
+    return None
 
 
 def init_z(n_tokens: int, n_topics: int, key: RandomKey) -> np.ndarray:

@@ -41,7 +41,7 @@ def fit_local(tokens, doc_ptr, n_words: int, n_topics: int, algorithm: str = "cg
     tokens, doc_ptr : int32 [N], int64 [D + 1]
         The corpus (word ids in [0, n_words)).
     n_words, n_topics : int
-    algorithm : {"cgs", "lightlda"}
+    algorithm : {"cgs", "lightlda", "warplda"}
     iterations : int
     alpha : float or float64 [K]
     beta : float

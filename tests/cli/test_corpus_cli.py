@@ -221,3 +221,92 @@ def test_unreadable_input_reported(tmp_path, capsys, tsv, monkeypatch):
     monkeypatch.setattr(readers.os, "access", lambda path, mode: False)
     rc, _, err = _run(capsys, "ingest", str(tsv), "--out", str(tmp_path / "c.zarr"))
     _assert_one_line_error(rc, err, "not readable", "docs.tsv")
+
+
+def test_unwritable_out_is_refused_before_work(tmp_path, capsys, tsv):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = str(blocker / "sub" / "c.zarr")  # a file stands where a folder must be
+    rc, _, err = _run(capsys, "ingest", str(tsv), "--out", out, "--min-df", "1")
+    _assert_one_line_error(rc, err, "cannot write", "Not a directory")
+
+
+def test_ingest_makes_missing_folders(tmp_path, capsys, tsv):
+    out = tmp_path / "new" / "deeper" / "c.zarr"
+    rc, _, _ = _run(capsys, "ingest", str(tsv), "--out", str(out), "--min-df", "1")
+    assert rc == 0 and Corpus.open(str(out)).n_docs == 12
+
+
+def test_full_disk_during_ingest_is_one_line_and_leaves_nothing(tmp_path, capsys, tsv,
+                                                                monkeypatch):
+    import errno
+
+    from biglda.corpus import ingest as ingest_mod
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(ingest_mod.CorpusWriter, "append_docs", full)
+    out = str(tmp_path / "c.zarr")
+    rc, _, err = _run(capsys, "ingest", str(tsv), "--out", out, "--min-df", "1")
+    _assert_one_line_error(rc, err, "cannot write", "No space left on device")
+    _assert_nothing_left(out)
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 64 KiB tmpfs (needs root and mount; skipped where either is missing)."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)],
+                              capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        pytest.skip("no mount command")
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield where
+    subprocess.run(["umount", str(where)], capture_output=True, timeout=20)
+
+
+def test_full_disk_on_a_real_tiny_filesystem(tmp_path, capsys, tiny_tmpfs):
+    big = tmp_path / "big.txt"
+    rng = np.random.default_rng(0)
+    words = np.array([f"word{i}" for i in range(3000)])
+    big.write_text("\n".join(" ".join(rng.choice(words, 50)) for _ in range(3000)))
+    out = str(tiny_tmpfs / "c.zarr")
+    rc, _, err = _run(capsys, "ingest", str(big), "--out", out, "--min-df", "1")
+    _assert_one_line_error(rc, err, "cannot write", "No space left on device")
+    assert os.listdir(tiny_tmpfs) == []
+
+
+def test_stopwords_repeat_and_combine(tmp_path, capsys, tsv):
+    extra = tmp_path / "extra.txt"
+    extra.write_text("zarr\n# a comment\ndask\n")
+    out = str(tmp_path / "c.zarr")
+    rc, _, _ = _run(capsys, "ingest", str(tsv), "--out", out, "--min-df", "1",
+                    "--stopwords", "english", "--stopwords", str(extra))
+    c = Corpus.open(out)
+    words = set(c.vocab.tolist())
+    assert rc == 0 and not words & {"zarr", "dask"}  # the file's words
+    from biglda.corpus.tokenizer import load_stopwords
+
+
+    union, desc = load_stopwords(["english", str(extra)])
+    assert {"the", "zarr", "dask"} <= union and desc == f"english+file:{extra}"
+    assert c.attrs["filters"]["stopwords"] == desc and not words & union
+
+
+def test_ngrams_like_sklearn_ngram_range(tmp_path, capsys):
+    docs = tmp_path / "d.txt"
+    docs.write_text("new york subway is late\nthe new york subway\nnew york of the city\n")
+    out = str(tmp_path / "c.zarr")
+    rc, _, _ = _run(capsys, "ingest", str(docs), "--out", out, "--min-df", "2", "--ngrams", "2")
+    c = Corpus.open(out)
+    words = set(c.vocab.tolist())
+    # unigrams and bigrams in >= 2 documents; bigrams ending/starting in a stopword go
+    assert rc == 0 and words == {"new", "york", "subway", "new york", "york subway"}
+    assert c.tokenizer["ngrams"] == 2
+    rc, _, err = _run(capsys, "ingest", str(docs), "--out", str(tmp_path / "x.zarr"),
+                      "--ngrams", "9")
+    _assert_one_line_error(rc, err, "--ngrams must be a whole number from 1 to 5")

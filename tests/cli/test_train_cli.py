@@ -18,7 +18,7 @@ import pytest
 from biglda.cli import main
 from biglda.corpus import Corpus, write_corpus
 from biglda.corpus.synth import SynthSpec, generate
-from biglda.train.model_store import open_model_group
+from biglda.model.store import open_model_group
 
 
 @pytest.fixture(scope="module")
@@ -90,11 +90,17 @@ def _bad(args, capsys, out):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["-k", "1"], "--topics must be"),
-    (["-k", "70000"], "<= 65535"),
+    (["-k", "1"], "--topics must be >= 2"),
+    (["-k", "2147483648"], "--topics must be <= 2147483647"),
+    (["-k", "many"], "--topics must be an integer"),
     (["--iterations", "0"], "--iterations must be"),
-    (["--sampler", "gibbs"], "unknown sampler"),
-    (["--alpha", "-1"], "--alpha"),
+    (["--sampler", "gibbs"], "--sampler must be one of"),
+    (["--alpha", "-1"], "--alpha must be > 0"),
+    (["--staleness", "1.5"], "--staleness must be a whole number"),
+    (["--backend", "tpu"], "--backend must be one of cpu, gpu, auto"),
+    (["--balance", "fast"], "--balance must be one of auto, throughput, none"),
+    (["--sampler-param", "bogus=1"], "--sampler-param: sampler 'lightlda' has no parameter"),
+    (["--sampler-param", "mh_steps"], "--sampler-param expects KEY=VALUE"),
     (["--resume"], "cannot resume"),
 ])
 def test_bad_settings(corpus_url, tmp_path, capsys, extra, message):

@@ -32,7 +32,7 @@ class LiveRun:
     """A training run on a background thread; ``records`` fills as the trainer emits."""
 
     def __init__(self, client, corpus: str, out: str) -> None:
-        from biglda.train.driver import train
+        from biglda.model.training import train_to_store as train
 
         self.records: list[dict] = []
         self.error: BaseException | None = None
@@ -132,7 +132,7 @@ def test_page_follows_real_training(live_run, demo_corpus, browser, artifacts_di
 
 
 def test_metrics_records_match_model_history(live_run, local_cluster):
-    from biglda.train.model_store import open_model_group
+    from biglda.model.store import open_model_group
 
     live_run.join()
     records = list(live_run.records)
@@ -175,7 +175,7 @@ def test_embedded_cluster_serves_the_page_during_its_run(demo_corpus, tmp_path):
     """train() without a scheduler: its own LocalCluster serves /biglda while it runs."""
     import urllib.request
 
-    from biglda.train.driver import train
+    from biglda.model.training import train_to_store as train
 
     answers: list[tuple[int, str]] = []
 

@@ -11,7 +11,7 @@ import pytest
 from dash_helpers import JS_SOURCE_DATA, console_errors, fake_records, reset_page, wait_for
 
 from biglda.cli import main
-from biglda.train.model_store import save_model
+from biglda.model.store import save_model
 from dashboards import report
 from dashboards.report import top_word_ids, write_report
 
@@ -83,10 +83,78 @@ def test_cli_report_writes_file_and_reports_errors(model, tmp_path, monkeypatch,
     assert main(["report", url, "-o", str(out)]) == 0
     assert out.stat().st_size > 100_000  # BokehJS inlined
     assert f"report written to {out}" in capsys.readouterr().out
-    assert main(["report", str(tmp_path / "nope.zarr"), "-o", str(out)]) == 2
+    assert main(["report", str(tmp_path / "nope.zarr"), "-o", str(tmp_path / "n.html")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("biglda: error:") and "no such model" in err[0]
-    assert main(["report", url, "-o", str(tmp_path / "missing" / "r.html")]) == 2
+    nested = tmp_path / "missing" / "deeper" / "r.html"
+    assert main(["report", url, "-o", str(nested)]) == 0 and nested.exists()  # folders made
+    capsys.readouterr()
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("biglda: error:"), err
+    return err[0]
+
+
+def test_cli_report_refuses_existing_out_and_unwritable_paths(model, tmp_path, monkeypatch,
+                                                              capsys):
+    _report_entry_point(monkeypatch)
+    url, _, _ = model
+    out = tmp_path / "r.html"
+    out.write_text("keep me")
+    assert main(["report", url, "-o", str(out)]) == 2
+    assert "already exists (use --overwrite" in _one_error_line(capsys)
+    assert out.read_text() == "keep me"
+    assert main(["report", url, "-o", str(out), "--overwrite"]) == 0
+    assert out.stat().st_size > 100_000
+    capsys.readouterr()
+    # a folder that cannot be made (a file is in the way): refused before any work
+    assert main(["report", url, "-o", str(out / "sub" / "r.html")]) == 2
+    assert "cannot write" in _one_error_line(capsys)
+
+
+def test_report_write_failure_leaves_nothing(model, tmp_path, monkeypatch, capsys):
+    import errno
+    import os
+
+    _report_entry_point(monkeypatch)
+    url, _, _ = model
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(report.os, "replace", full)
+    out = tmp_path / "full" / "r.html"
+    assert main(["report", url, "-o", str(out)]) == 2
+    assert "No space left on device" in _one_error_line(capsys)
+    assert list((tmp_path / "full").iterdir()) == []  # no report, no temporary file
+
+
+def test_report_topics_npmi_evaluation_history_and_cgs_panels(tmp_path):
+    rng = np.random.default_rng(5)
+    history = [{**r, "accept_rate": None}
+               for r in fake_records("cgs", 5, n_topics=K) if r["type"] == "iteration"]
+    url = str(tmp_path / "cgs.zarr")
+    save_model(url, n_wk=rng.integers(0, 30, size=(V, K)).astype(np.int32),
+               n_dk=rng.integers(0, 4, size=(D, K)), vocab=np.array([f"w{v}" for v in range(V)]),
+               doc_ids=np.arange(D), alpha=0.1, beta=0.01,
+               attrs={"history": history, "sampler": "cgs",
+                      "config": {"n_topics": K, "sampler": "cgs"}})
+    text = pathlib.Path(write_report(url, str(tmp_path / "a.html"))).read_text()
+    assert "Metropolis-Hastings acceptance" not in text  # no empty panel for exact Gibbs
+    assert f"biglda evaluate {url} --test TEST.zarr --save" in text  # the full command
+    import biglda
+
+    m = biglda.load(url)
+    npmi = [0.5, None, -0.25, 0.125, 0.0, 0.75]
+    m.record_evaluation({"test_corpus": "/data/a.zarr", "perplexity": 99.5, "npmi": 0.2})
+    m.record_evaluation({"test_corpus": "/data/b.zarr", "perplexity": 88.25,
+                         "npmi_per_topic": npmi})
+    text = pathlib.Path(write_report(url, str(tmp_path / "b.html"))).read_text()
+    assert "<th>NPMI</th>" in text and "<td class='num'>-0.250</td>" in text
+    assert "/data/a.zarr" in text and "/data/b.zarr" in text and "99.5" in text  # history
+    assert "No evaluation yet" not in text
 
 
 def test_report_entry_point_is_installed():

@@ -49,7 +49,7 @@ def test_pyldavis_prepared_data(small_model, tmp_path):
 
 def test_parquet_without_pyarrow_says_what_to_install(small_model, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import fails as if not installed
-    with pytest.raises(ExportError, match="pip install pyarrow"):
+    with pytest.raises(ExportError, match=r"pip install 'biglda\[parquet\]'"):
         export_model(small_model, "parquet", str(tmp_path / "x.parquet"))
     assert not (tmp_path / "x.parquet").exists()
 
@@ -88,3 +88,45 @@ def test_failed_write_leaves_nothing(small_model, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         export_model(small_model, "npy", str(tmp_path / "dt.npy"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_topic_word_and_doc_topic_matrices_as_csv(small_model, tmp_path):
+    export_model(small_model, "csv", str(tmp_path / "tw.csv"), what="topic-word")
+    with (tmp_path / "tw.csv").open() as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["word", "topic_0", "topic_1", "topic_2"] and len(rows) == 1 + 6
+    assert [r[0] for r in rows[1:]] == small_model.vocab.tolist()
+    tw = np.array([[float(x) for x in r[1:]] for r in rows[1:]])
+    np.testing.assert_allclose(tw, small_model.topic_word.T, rtol=1e-5)
+    np.testing.assert_allclose(tw.sum(axis=0), 1.0, rtol=1e-5)  # columns are p(w | k)
+    export_model(small_model, "csv", str(tmp_path / "dt.csv"), what="doc-topic")
+    with (tmp_path / "dt.csv").open() as f:
+        rows = list(csv.reader(f))
+    assert rows[0][0] == "doc_id" and [r[0] for r in rows[1:]] == ["a", "b", "c", "d"]
+    np.testing.assert_allclose([[float(x) for x in r[1:]] for r in rows[1:]],
+                               small_model.doc_topic, rtol=1e-5)
+    export_model(small_model, "npy", str(tmp_path / "tw.npy"), what="topic-word")
+    np.testing.assert_array_equal(np.load(tmp_path / "tw.npy"), small_model.topic_word)
+    with pytest.raises(ConfigError, match="does not hold"):
+        export_model(small_model, "json", str(tmp_path / "x.json"), what="doc-topic")
+
+
+def test_topic_word_parquet(small_model, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    export_model(small_model, "parquet", str(tmp_path / "tw.parquet"), what="topic-word")
+    table = pq.read_table(tmp_path / "tw.parquet")
+    assert table.column("word").to_pylist() == small_model.vocab.tolist()
+    np.testing.assert_allclose(table.column("topic_2").to_numpy(), small_model.topic_word[2])
+
+
+def test_pyldavis_html_is_self_contained(small_model, tmp_path):
+    pytest.importorskip("pyLDAvis")
+    written = export_model(small_model, "pyldavis", str(tmp_path / "vis.json"))
+    assert written[1] == str(tmp_path / "vis.html")
+    page = (tmp_path / "vis.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "new LDAvis(" in page
+    import re
+
+    # opens offline: nothing is loaded from elsewhere (d3's licence comment names its site)
+    assert not re.search(r"(src|href)\s*=\s*[\"']?https?:", page)
+    assert "cdn.jsdelivr" not in page

@@ -116,7 +116,9 @@ def test_record_evaluation_writes_the_store_or_says_why(small_model, tmp_path, m
     small_model.save(url)
     m = biglda.load(url)
     m.record_evaluation({"perplexity": 12.5})
-    assert biglda.load(url).attrs["evaluation"] == {"perplexity": 12.5}
+    stored = biglda.load(url).attrs
+    assert stored["evaluation"]["perplexity"] == 12.5 and "saved_at" in stored["evaluation"]
+    assert list(stored["evaluations"]) == ["default"]
 
     def read_only(*a, **k):
         raise PermissionError(13, "Permission denied")
@@ -124,4 +126,18 @@ def test_record_evaluation_writes_the_store_or_says_why(small_model, tmp_path, m
     monkeypatch.setattr(zarr, "open_group", read_only)
     with pytest.raises(BigLDAError, match="cannot store the evaluation.*Permission denied"):
         m.record_evaluation({"npmi": 0.1})
-    assert m.attrs["evaluation"] == {"perplexity": 12.5, "npmi": 0.1}  # kept in memory
+    ev = m.attrs["evaluation"]  # kept in memory
+    assert ev["perplexity"] == 12.5 and ev["npmi"] == 0.1
+
+
+def test_record_evaluation_keeps_a_history_keyed_by_test_set(small_model, tmp_path):
+    url = str(tmp_path / "hist.zarr")
+    small_model.save(url)
+    m = biglda.load(url)
+    m.record_evaluation({"test_corpus": "a.zarr", "perplexity": 10.0})
+    m.record_evaluation({"test_corpus": "b.zarr", "perplexity": 20.0})
+    m.record_evaluation({"test_corpus": "a.zarr", "perplexity": 11.0})
+    stored = biglda.load(url).attrs
+    assert list(stored["evaluations"]) == ["b.zarr", "a.zarr"]  # the latest last
+    assert stored["evaluations"]["b.zarr"]["perplexity"] == 20.0
+    assert stored["evaluation"]["perplexity"] == 11.0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from biglda.errors import ConfigError
+from biglda.errors import BigLDAError, ConfigError
 from biglda.model import TopicModel
 
 
@@ -127,3 +127,17 @@ def test_stored_corpus_is_read_batch_by_batch_with_the_same_result(truth_model, 
     a = truth_model.heldout_loglik(corpus, batch_tokens=700, client=local_cluster)
     b = truth_model.heldout_loglik((noisy, doc_ptr, np.array(vocab)))
     assert (a.loglik, a.n_tokens, a.n_unknown) == (b.loglik, b.n_tokens, b.n_unknown)
+
+
+def test_transform_takes_pretokenized_documents(small_model):
+    """A document given as a list of words is used as it is (no tokenizer); the same words
+    as a string give the same mixture."""
+    as_lists = small_model.transform([["apple", "pear", "pear"], ["car", "Bus", "bus"]],
+                                     iterations=20)
+    as_text = small_model.transform(["apple pear pear", "car bus bus"], iterations=20)
+    np.testing.assert_array_equal(as_lists[0], as_text[0])
+    assert small_model.last_transform_stats_["n_unknown"] == 0
+    small_model.transform([["car", "Bus", "bus"]], iterations=20)
+    assert small_model.last_transform_stats_["n_unknown"] == 1  # "Bus" kept as given
+    with pytest.raises(BigLDAError, match="strings or lists of words"):
+        small_model.transform([["apple", 3]])

@@ -314,3 +314,29 @@ def test_compare_stage_reports_every_system(tmp_path):
         assert rows["gensim"]["status"].startswith("not installed")
     table = _read(p.artifact("compare", "table"))
     assert "| 3 | random |" in table and "| 3 | gensim |" in table
+
+
+@pytest.mark.parametrize("setting, needle", [
+    ("staleness = 'soon'", "staleness must be a whole number of clocks or inf, got 'soon'"),
+    ("sampler_params = { mh_steps = 0 }", "sampler_params: mh_steps must be >= 1"),
+    ("sampler_params = { bogus = 1 }", "sampler 'lightlda' has no parameter 'bogus'"),
+    ("topics = 3", "unknown parameter(s) topics"),
+])
+def test_train_stage_settings_are_checked_by_their_declaration(tmp_path, capsys, setting,
+                                                               needle):
+    toml = _write(tmp_path / "t.toml", f"""
+        [stages.synth]
+        n_docs = 20
+        n_words = 10
+        n_topics = 2
+        mean_doc_length = 5
+        seed = 1
+
+        [stages.train]
+        corpus = "@synth"
+        n_topics = 2
+        {setting}
+        """)
+    assert main(["pipeline", "run", toml]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err

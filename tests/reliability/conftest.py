@@ -26,7 +26,7 @@ def synth_url(tmp_path_factory, synthetic):
 def cluster3():
     """A real 3-process LocalCluster with nannies (a killed worker is replaced, so the cluster
     stays usable after a test killed one)."""
-    from biglda.train.driver import connect
+    from biglda.trainer.cluster import connect
 
     with connect(workers=3) as client:  # the embedded cluster `biglda train` starts
         yield client

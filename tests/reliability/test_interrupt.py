@@ -21,7 +21,7 @@ import zarr
 
 from biglda.corpus import Corpus
 from biglda.samplers import count_from_z
-from biglda.train import checkpoint as ckpt
+from biglda.trainer import checkpoint as ckpt
 
 K = 8
 

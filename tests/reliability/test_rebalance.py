@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from rel_helpers import recount_table
 
-from biglda.train.driver import TrainConfig, run_training, validate
-from biglda.train.recovery import StragglerWatch, plan_rebalance
+from biglda.trainer.config import TrainConfig, validate
+from biglda.trainer.placement import StragglerWatch, plan_rebalance
+from biglda.trainer.run import run_training
 
 ITERATIONS = 8
 SLOW_S = 0.25  # extra seconds per shard per clock on the slow worker

@@ -22,7 +22,10 @@ import pytest
 
 from biglda.errors import ClusterError, ConfigError
 from biglda.ps import start_parameter_server
-from biglda.train.driver import TrainConfig, connect, plan_cluster, run_training, validate
+from biglda.trainer.cluster import connect
+from biglda.trainer.config import TrainConfig, validate
+from biglda.trainer.placement import plan_cluster
+from biglda.trainer.run import run_training
 
 
 def test_call_to_a_paused_worker_times_out_and_a_retried_push_counts_once(cluster3):

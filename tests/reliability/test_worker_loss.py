@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from rel_helpers import kill_worker, recount_table
 
-from biglda.train.driver import TrainConfig, run_training, validate
+from biglda.trainer.config import TrainConfig, validate
+from biglda.trainer.run import run_training
 
 ITERATIONS = 10
 KILL_AFTER = 5   # iterations recorded before the kill (checkpoint of clock 4 committed)

@@ -1,28 +1,129 @@
-"""Sampler test fixtures: the list every contract test is parametrized over."""
+"""Sampler test fixtures: the list every contract test is parametrized over.
+
+Every registered sampler is a case: the CPU ones always; the GPU ones on the CUDA
+simulator (ids ``*-gpu-sim``) in a process started with ``NUMBA_ENABLE_CUDASIM=1``, and on
+a real device (ids ``*-gpu``, marker ``gpu``) otherwise. The simulator must be chosen
+before numba.cuda is imported and would turn ``backend="gpu"`` on for every other test of
+the session, so the normal run starts the ``gpu-sim`` cases in one subprocess
+(``test_gpu_samplers.py::test_contract_suite_under_cuda_simulator``); run them directly with
+``NUMBA_ENABLE_CUDASIM=1 pytest tests/samplers -k gpu-sim``.
+
+A real-GPU case without a usable GPU skips with the cause, or fails when
+``BIGLDA_REQUIRE_GPU=1`` (what a GPU session sets, so that a GPU that cannot compile is a
+red run, not a green run that tested nothing).
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from dataclasses import dataclass, field
+
 import pytest
 
-# Every registered CPU sampler, including the O(K) Gibbs reference. GPU samplers join
-# this list (under the CUDA simulator, and for real behind the `gpu` marker) when their
-# backend lands.
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+REQUIRE_GPU = os.environ.get("BIGLDA_REQUIRE_GPU", "0") not in ("", "0")
+
+# Every registered CPU sampler, including the O(K) Gibbs reference.
 CPU_SAMPLERS = [
     pytest.param(("cgs", "cpu", {"variant": "plain"}), id="cgs-plain"),
     pytest.param(("cgs", "cpu", {}), id="cgs-sparse"),
     pytest.param(("lightlda", "cpu", {}), id="lightlda"),
+    pytest.param(("warplda", "cpu", {}), id="warplda"),
 ]
 
 
-@pytest.fixture(params=CPU_SAMPLERS)
-def sampler_spec(request):
-    """``(algorithm, backend, params)`` of one registered sampler."""
-    return request.param
+@dataclass(frozen=True)
+class SamplerCase:
+    """One sampler the suite runs over, and how much work its tests can afford.
+
+    ``exact_params`` are added where a test needs the exact sequential chain (a GPU sampler's
+    ``deterministic=True``: one block, no concurrent count updates); ``budget`` scales the
+    chain lengths of the exact-posterior tests; ``small`` asks for corpora sized for the
+    simulator, which runs a Python thread per CUDA thread.
+    """
+
+    algorithm: str
+    backend: str
+    params: dict
+    kind: str = "cpu"  # "cpu", "sim" (CUDA simulator) or "gpu" (a real device)
+    exact_params: dict = field(default_factory=dict)
+    budget: float = 1.0
+    small: bool = False
+
+    def make(self, exact: bool = False):
+        from biglda.samplers import get_sampler
+
+        params = {**self.params, **(self.exact_params if exact else {})}
+        return get_sampler(self.algorithm, self.backend, **params)
+
+
+def _gpu_cases() -> list:
+    exact = {"deterministic": True}
+    if SIM:
+        # one-lane warps for the long exact chains: each simulated shuffle is two barriers;
+        # test_gpu_samplers checks that more lanes give the same chain
+        one_lane = {"cgs": {"block_threads": 1}, "lightlda": {}}
+        return [pytest.param(SamplerCase(alg, "gpu", {}, "sim", {**exact, **one_lane[alg]},
+                                         budget=0.04, small=True),
+                             id=f"{alg}-gpu-sim") for alg in ("cgs", "lightlda")]
+    # a 5-token sweep costs a few ms on a device (launches, transfers, ~4 ms measured on an
+    # H100): 15% of the CPU chain (1,200 / 1,800 samples, thin 3) keeps each
+    # exact-posterior test near 20 s
+    return [pytest.param(SamplerCase(alg, "gpu", {}, "gpu", exact, budget=0.15),
+                         id=f"{alg}-gpu", marks=pytest.mark.gpu)
+            for alg in ("cgs", "lightlda")]
+
+
+SAMPLER_CASES = [pytest.param(SamplerCase(*p.values[0]), id=p.id, marks=p.marks)
+                 for p in CPU_SAMPLERS] + _gpu_cases()
+
+
+def require_real_gpu() -> None:
+    """Skip (or fail under ``BIGLDA_REQUIRE_GPU=1``) unless a real GPU is usable here."""
+    from biglda.samplers.backends import gpu_status
+
+    status = gpu_status()
+    if status.usable and not status.simulator:
+        return
+    why = f"no usable GPU: {status.reason}"
+    if REQUIRE_GPU:
+        pytest.fail(f"BIGLDA_REQUIRE_GPU=1 but {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(params=SAMPLER_CASES)
+def sampler_case(request) -> SamplerCase:
+    """The :class:`SamplerCase` of one registered sampler."""
+    case = request.param
+    if case.kind == "gpu":
+        require_real_gpu()
+    return case
 
 
 @pytest.fixture
-def sampler(sampler_spec):
-    from biglda.samplers import get_sampler
+def sampler_spec(sampler_case):
+    """``(algorithm, backend, params)`` of one registered sampler."""
+    return sampler_case.algorithm, sampler_case.backend, sampler_case.params
 
-    algorithm, backend, params = sampler_spec
-    return get_sampler(algorithm, backend, **params)
+
+@pytest.fixture
+def sampler(sampler_case):
+    return sampler_case.make()
+
+
+@pytest.fixture
+def exact_sampler(sampler_case):
+    """The sampler in its exact sequential mode (the same sampler on the CPU)."""
+    return sampler_case.make(exact=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_simulator_thread_switching():
+    # The simulator's threads meet at barriers and its launcher polls them: with Python's
+    # default 5 ms GIL switch interval every barrier costs milliseconds.
+    old = sys.getswitchinterval()
+    if SIM:
+        sys.setswitchinterval(1e-4)
+    yield
+    sys.setswitchinterval(old)

@@ -13,7 +13,7 @@ import numpy as np
 
 from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
 
-_CASES = [("cgs", {"variant": "plain"}), ("cgs", {}), ("lightlda", {})]
+_CASES = [("cgs", {"variant": "plain"}), ("cgs", {}), ("lightlda", {}), ("warplda", {})]
 
 _SCRIPT = r"""
 import json, sys, warnings

@@ -19,14 +19,18 @@ fast shard may write the next-but-one checkpoint before a slow one finished the 
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 import numpy as np
 import zarr
 
-from biglda.corpus.storage import exists, remove
-from biglda.errors import ConfigError, FormatError
+from biglda.errors import BigLDAError, ConfigError, FormatError
+from biglda.io import exists, remove
+from biglda.trainer.metrics import history_for_store
+
+log = logging.getLogger("biglda.train")
 
 CHECKPOINT_FORMAT = "biglda-checkpoint"
 
@@ -146,3 +150,86 @@ def read_z(url: str, attrs: dict[str, Any], token_start: int, token_stop: int) -
     if len(z) != token_stop - token_start:
         raise FormatError(f"{url}: checkpoint does not cover tokens [{token_start}, {token_stop})")
     return z
+
+
+# ----------------------------------------------------------------------------- commits
+
+
+def latest_checkpoint(url: str | None, n_topics: int, n_tokens: int) -> dict[str, Any] | None:
+    """Attributes of the committed checkpoint at ``url``, or None if there is none (yet)."""
+    if url is None:
+        return None
+    try:
+        return open_checkpoint(url, n_topics, n_tokens)
+    except BigLDAError:
+        return None
+
+
+
+def iterations_text(history: list[dict]) -> str:
+    its = [r.get("iteration") for r in history]
+    return f"{its}" if len(its) <= 8 else f"{its[:3]}..{its[-3:]} ({len(its)})"
+
+
+
+def checked_history(history: list[dict], clock: int, where: str) -> list[dict]:
+    """``history`` up to iteration ``clock``; a warning (never a silent gap) if incomplete."""
+    kept = history_upto(history, clock)
+    missing = history_missing(kept, clock)
+    if missing:
+        log.warning("%s: the metrics history has no record of iteration(s) %s of 1..%d; the "
+                    "model's history will miss them", where, missing, clock)
+    return kept
+
+
+
+def commit_after_clock(ck_url: str | None, stats: dict[int, dict], c: int,
+                       history: list[dict], rec: dict, n_shards: int | None = None,
+                       known_missing: frozenset[int] = frozenset()) -> int | None:
+    """Commit the checkpoint of clock ``c + 1`` once every shard reported writing it.
+
+    By construction the committed history is exactly the records of iterations ``1..c + 1``
+    (``history`` then ``rec``): a report of any other clock, a shard that did not report, or
+    records that do not cover ``1..c + 1`` leave the previous checkpoint committed (the
+    shards' next checkpoint, or the recovery, starts from there). ``known_missing``:
+    iterations already missing from the history this run resumed from (logged then).
+    """
+    if ck_url is None:
+        return None
+    rows = list(stats.values())
+    wrote = {tuple(r["checkpoint"]) for r in rows if r.get("checkpoint")}
+    if not rows or len(wrote) != 1 or not all(r.get("checkpoint") for r in rows):
+        return None
+    if n_shards is not None and len(rows) != n_shards:
+        log.warning("checkpoint after clock %d not committed: %d of %d shards reported",
+                    c, len(rows), n_shards)
+        return None
+    done, slot = wrote.pop()
+    if int(done) != c + 1:
+        log.warning("checkpoint not committed: the shards' stats of clock %d report a "
+                    "checkpoint of clock %s", c, done)
+        return None
+    stored = history_upto(history_for_store(history + [rec]), done)
+    if not history_valid(stored, done, known_missing):
+        log.warning("checkpoint of clock %d not committed: the records are of iterations %s",
+                    done, iterations_text(stored))
+        return None
+    commit(ck_url, done, slot, stored, allow_missing=known_missing)
+    return int(done)
+
+
+def commit_final(ck_url: str, notes: dict[int, dict], n_shards: int, clock: int,
+                 history: list[dict], known_missing: frozenset[int] = frozenset()) -> None:
+    """Commit the checkpoint the shards wrote when the run stopped early at ``clock`` (off the
+    checkpoint period): only if every shard noted the same one and the records cover it."""
+    finals = {tuple(n.get("final_checkpoint", ())) for n in notes.values()}
+    if len(notes) != n_shards or len(finals) != 1:
+        return
+    done, slot = finals.pop()
+    stored = history_upto(history_for_store(history), done)
+    if int(done) == clock and history_valid(stored, done, known_missing):
+        commit(ck_url, done, slot, stored, allow_missing=known_missing)
+    else:
+        log.warning("final checkpoint of clock %s not committed: the driver is at clock "
+                    "%d with the records of iterations %s", done, clock,
+                    iterations_text(history))

@@ -1,7 +1,7 @@
 """The history committed with a checkpoint is exactly the records of iterations 1..clock.
 
 Deterministic, no cluster: the commit rule of the driver (:func:`_commit_checkpoint`) and of
-the store (:func:`biglda.train.checkpoint.commit`) against shard reports and histories that
+the store (:func:`biglda.trainer.checkpoint.commit`) against shard reports and histories that
 disagree with the clock being committed — the disagreement that once left a checkpoint of
 clock 4 holding the records of iterations 1 and 2 only (a resume then gave a model history
 [1, 2, 5, 6, 7]).
@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 import zarr
 
-from biglda.train import checkpoint as ckpt
-from biglda.train.driver import _checked_history, _commit_checkpoint
+from biglda.trainer import checkpoint as ckpt
 
 
 def _recs(*its):
@@ -39,12 +38,12 @@ def _attrs(url):
 
 
 def test_commit_stores_exactly_the_records_up_to_the_clock(store):
-    assert _commit_checkpoint(store, _stats((2, 0), (2, 0)), 1, _recs(1), _recs(2)[0], 2) == 2
+    assert ckpt.commit_after_clock(store, _stats((2, 0), (2, 0)), 1, _recs(1), _recs(2)[0], 2) == 2
     a = _attrs(store)
     assert (a["clock"], a["slot"]) == (2, 0)
     assert [r["iteration"] for r in a["history"]] == [1, 2]
     assert all("top_words" not in r for r in a["history"])
-    assert _commit_checkpoint(store, _stats((4, 1), (4, 1)), 3, _recs(1, 2, 3), _recs(4)[0],
+    assert ckpt.commit_after_clock(store, _stats((4, 1), (4, 1)), 3, _recs(1, 2, 3), _recs(4)[0],
                               2) == 4
     a = _attrs(store)
     assert (a["clock"], a["slot"]) == (4, 1)
@@ -54,7 +53,7 @@ def test_commit_stores_exactly_the_records_up_to_the_clock(store):
 @pytest.mark.parametrize("case", ["later-clock-report", "history-gap", "shard-missing",
                                   "shards-disagree"])
 def test_commit_refused_when_clock_and_history_disagree(store, case, caplog):
-    assert _commit_checkpoint(store, _stats((2, 0), (2, 0)), 1, _recs(1), _recs(2)[0], 2) == 2
+    assert ckpt.commit_after_clock(store, _stats((2, 0), (2, 0)), 1, _recs(1), _recs(2)[0], 2) == 2
     before = _attrs(store)
     if case == "later-clock-report":  # the stats of clock 1 report a checkpoint of clock 4
         args = (_stats((4, 1), (4, 1)), 1, _recs(1), _recs(2)[0])
@@ -65,7 +64,7 @@ def test_commit_refused_when_clock_and_history_disagree(store, case, caplog):
     else:
         args = (_stats((4, 1), (4, 0)), 3, _recs(1, 2, 3), _recs(4)[0])
     with caplog.at_level(logging.WARNING, logger="biglda.train"):
-        assert _commit_checkpoint(store, *args, 2) is None
+        assert ckpt.commit_after_clock(store, *args, 2) is None
     assert _attrs(store) == before  # the previous checkpoint stays committed
     if case != "shards-disagree":
         assert "not committed" in caplog.text
@@ -87,18 +86,18 @@ def test_store_refuses_an_incomplete_history(store):
 
 
 def test_known_missing_lets_a_resumed_run_commit_its_own_records(store):
-    assert _commit_checkpoint(store, _stats((6, 0), (6, 0)), 5, _recs(1, 2, 5), _recs(6)[0], 2,
+    assert ckpt.commit_after_clock(store, _stats((6, 0), (6, 0)), 5, _recs(1, 2, 5), _recs(6)[0], 2,
                               frozenset({3, 4})) == 6
     # ...but not a new gap
-    assert _commit_checkpoint(store, _stats((8, 1), (8, 1)), 7, _recs(1, 2, 5, 6), _recs(8)[0],
+    assert ckpt.commit_after_clock(store, _stats((8, 1), (8, 1)), 7, _recs(1, 2, 5, 6), _recs(8)[0],
                               2, frozenset({3, 4})) is None
     assert _attrs(store)["clock"] == 6
 
 
 def test_resumed_history_is_truncated_to_the_clock_and_a_gap_is_logged(caplog):
-    assert [r["iteration"] for r in _checked_history(_recs(1, 2, 3, 4, 5), 3, "x")] == [1, 2, 3]
+    assert [r["iteration"] for r in ckpt.checked_history(_recs(1, 2, 3, 4, 5), 3, "x")] == [1, 2, 3]
     assert not caplog.records
     with caplog.at_level(logging.WARNING, logger="biglda.train"):
-        kept = _checked_history(_recs(1, 2), 4, "the checkpoint c")
+        kept = ckpt.checked_history(_recs(1, 2), 4, "the checkpoint c")
     assert [r["iteration"] for r in kept] == [1, 2]
     assert "no record of iteration(s) [3, 4]" in caplog.text

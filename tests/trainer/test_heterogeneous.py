@@ -9,7 +9,7 @@ Real worker processes, no mocks:
   across the balance's restart), the stats name both backends, and the balance (on by itself:
   the backends differ) moves tokens off the simulator worker, which is far slower;
 * the throughput balance against an artificially slow worker (``slow_workers``): the balanced
-  run gives it fewer tokens and its clock spread (:func:`biglda.train.driver.clock_spread_s`)
+  run gives it fewer tokens and its clock spread (:func:`biglda.trainer.metrics.clock_spread_s`)
   is far smaller than the same run's without balancing.
 """
 
@@ -20,13 +20,10 @@ import os
 import numpy as np
 import pytest
 
-from biglda.train.driver import (
-    TrainConfig,
-    clock_spread_s,
-    run_training,
-    start_local_cluster,
-    validate,
-)
+from biglda.trainer.cluster import start_local_cluster
+from biglda.trainer.config import TrainConfig, validate
+from biglda.trainer.metrics import clock_spread_s
+from biglda.trainer.run import run_training
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ Layout (a Zarr v3 group)::
     vocab   str   [V]      word of each id
     doc_ids str   [D]      id of each training document
 
-The store is written with :func:`biglda.corpus.storage.atomic_output`, so a failed
+The store is written with :func:`biglda.io.atomic_output`, so a failed
 or interrupted save never leaves a store that opens as a model.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import zarr
 
-from biglda.corpus.storage import atomic_output, exists
 from biglda.errors import FormatError
+from biglda.io import atomic_output, exists
 
 MODEL_FORMAT = "biglda-model"
 MODEL_FORMAT_VERSION = 1

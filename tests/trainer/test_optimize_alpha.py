@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 from biglda.corpus import Corpus, write_corpus
-from biglda.train import checkpoint as ckpt
-from biglda.train.driver import TrainConfig, alpha_from_history, run_training, train, validate
-from biglda.train.worker import alpha_due
+from biglda.model.training import train_to_store as train
+from biglda.trainer import checkpoint as ckpt
+from biglda.trainer.alpha import alpha_due, alpha_from_history
+from biglda.trainer.config import TrainConfig, validate
+from biglda.trainer.run import run_training
 
 K = 8
 TRUE_ALPHA = np.geomspace(0.05, 1.0, K)

@@ -11,8 +11,9 @@ import pytest
 
 from biglda.corpus import Corpus
 from biglda.samplers import joint_loglik
-from biglda.train import checkpoint as ckpt
-from biglda.train.driver import TrainConfig, run_training, validate
+from biglda.trainer import checkpoint as ckpt
+from biglda.trainer.config import TrainConfig, validate
+from biglda.trainer.run import run_training
 
 
 def _run(client, url, out=None, **kw):

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from biglda.train.driver import TrainConfig, run_training, validate
+from biglda.trainer.config import TrainConfig, validate
+from biglda.trainer.run import run_training
 
 ITERATIONS = 40
 
@@ -35,7 +36,7 @@ def _match(n_wk: np.ndarray, phi: np.ndarray, beta: float) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def one_worker_client():
-    from biglda.train.driver import connect
+    from biglda.trainer.cluster import connect
 
     with connect(workers=1) as client:  # the embedded cluster `biglda train` starts
         yield client

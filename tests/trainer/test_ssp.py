@@ -12,7 +12,8 @@ import pytest
 
 from biglda.corpus import Corpus
 from biglda.samplers import joint_loglik
-from biglda.train.driver import TrainConfig, run_training, validate
+from biglda.trainer.config import TrainConfig, validate
+from biglda.trainer.run import run_training
 
 ITERATIONS = 8
 SLOW = 0.15  # seconds of extra sleep per clock on shard 1

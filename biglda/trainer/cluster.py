@@ -1,0 +1,270 @@
+"""The Dask cluster of a run: connect or start one, watch its workers, catch SIGINT.
+
+:func:`connect` gives a client: the caller's, one connected to a scheduler address, or an
+embedded ``LocalCluster`` (one worker per core, or one per GPU). The embedded workers ignore
+SIGINT, so a Ctrl-C reaches the driver only, which stops cleanly with a checkpoint
+(:func:`interrupt_flag`). :func:`check_workers` and friends tell the driver that a worker it
+uses left the cluster (:class:`biglda.errors.WorkerLost`), the start of a recovery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from biglda.errors import ClusterError, WorkerLost
+
+log = logging.getLogger("biglda.train")
+
+# Dask memory management for the workers of the embedded cluster. The parameter-server
+# actors hold the table outside Dask's data store, so spilling cannot shrink them, and a
+# nanny that terminates a worker at 95% of its limit would kill a table shard. The table and
+# caches are sized up front (``check_table_fits``: at most half of the smallest limit), so the
+# workers are told never to terminate or pause themselves; spilling of task results stays on.
+EMBEDDED_MEMORY_CONFIG = {
+    "distributed.worker.memory.terminate": False,
+    "distributed.worker.memory.pause": False,
+}
+
+
+
+@contextlib.contextmanager
+def connect(scheduler: Any = None, workers: int | None = None, threads_per_worker: int = 1,
+            timeout: float = 10.0, backend: str = "cpu") -> Iterator[Any]:
+    """A client: the given one, one connected to ``scheduler``, or an embedded LocalCluster.
+
+    The embedded cluster has ``workers`` CPU workers (default one per core). With
+    ``backend`` "gpu" or "auto" and CUDA devices here (a real GPU: the simulator does not
+    count), it has one worker per GPU with one thread instead (``CUDA_VISIBLE_DEVICES`` set
+    to its device), plus under "auto" ``workers`` CPU workers (default: the cores left),
+    which see no GPU. With backend "cpu" no GPU is looked for.
+    """
+    from distributed import Client
+
+    if scheduler is not None and not isinstance(scheduler, str):
+        yield scheduler  # a Client the caller owns
+        return
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout=timeout, direct_to_workers=True)
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} within "
+                               f"{timeout:g} s ({type(exc).__name__})") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    tpw = max(1, threads_per_worker)
+    n_gpus = local_gpus(backend)
+    if n_gpus:
+        n_cpu = 0 if backend == "gpu" else (
+            int(workers) if workers else max(0, (os.cpu_count() or 1) // tpw - n_gpus))
+        log.info("embedded cluster: %d GPU worker(s) (one per GPU, 1 thread) and %d CPU "
+                 "worker(s)", n_gpus, n_cpu)
+        cluster = start_local_cluster(
+            n_cpu, tpw, [{"CUDA_VISIBLE_DEVICES": str(i)} for i in range(n_gpus)],
+            cpu_env={"CUDA_VISIBLE_DEVICES": ""}, timeout=max(60.0, timeout))
+    else:
+        n = int(workers) if workers else max(1, (os.cpu_count() or 1) // tpw)
+        cluster = start_local_cluster(n, threads_per_worker)
+    client = Client(cluster, direct_to_workers=True)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+
+def local_gpus(backend: str) -> int:
+    """CUDA devices the embedded cluster gives a worker each (0 for "cpu" or no real GPU).
+
+    Imports numba.cuda (through :func:`biglda.samplers.backends.gpu_status`) only when
+    ``backend`` is not "cpu"; ``import biglda`` never does.
+    """
+    if backend == "cpu":
+        return 0
+    from biglda.samplers.backends import gpu_status
+
+    status = gpu_status()
+    return status.n_devices if status.usable and not status.simulator else 0
+
+
+
+def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
+                        single_envs: list[dict[str, str]] | None = None,
+                        cpu_env: dict[str, str] | None = None, timeout: float = 60.0) -> Any:
+    """A process ``LocalCluster`` on loopback: ``n_workers`` workers, plus one single-thread
+    worker per environment in ``single_envs`` (a GPU worker: ``CUDA_VISIBLE_DEVICES``; in the
+    tests, a worker on the CUDA simulator: ``NUMBA_ENABLE_CUDASIM=1``).
+
+    The environment reaches the worker process before it imports numba (the nanny sets it
+    when it spawns the worker). ``cpu_env``: the environment of the ``n_workers`` workers.
+    The memory limit is the machine's, shared equally by all workers.
+    """
+    import copy
+
+    import dask
+    from distributed import LocalCluster
+
+    single_envs = list(single_envs or [])
+    # the nannies read the memory thresholds when they start (EMBEDDED_MEMORY_CONFIG says why); the
+    # worker processes ignore SIGINT, so Ctrl-C (sent to the whole process group) reaches the
+    # driver only, which stops cleanly with a checkpoint
+    with dask.config.set(EMBEDDED_MEMORY_CONFIG), ignore_sigint():
+        if not single_envs:  # the plain cluster, exactly as a CPU-only run always had it
+            return LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                                processes=True, dashboard_address="127.0.0.1:0",
+                                host="127.0.0.1")
+        from distributed.system import MEMORY_LIMIT
+
+        n_total = n_workers + len(single_envs)
+        extra = {"env": dict(cpu_env)} if cpu_env else {}
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                               processes=True, dashboard_address="127.0.0.1:0",
+                               host="127.0.0.1", memory_limit=int(MEMORY_LIMIT // n_total),
+                               **extra)
+        try:
+            for i, env in enumerate(single_envs):
+                spec = copy.deepcopy(cluster.new_spec)
+                spec["options"].update(nthreads=1, env={**(cpu_env or {}), **env})
+                cluster.worker_spec[f"single-{i}"] = spec
+            cluster.scale(len(cluster.worker_spec))  # starts the workers added to the spec
+            cluster.wait_for_workers(n_total, timeout=timeout)
+        except BaseException:
+            cluster.close()
+            raise
+    return cluster
+
+
+
+def load_plugins(client: Any) -> list[str]:
+    """Call ``register(client)`` of every ``biglda.plugins`` entry point; return page URLs.
+
+    A failing plugin is a warning in the log, never an error of the run.
+    """
+    from importlib.metadata import entry_points
+
+    urls = []
+    for ep in entry_points(group="biglda.plugins"):
+        try:
+            url = ep.load()(client)
+        except Exception as exc:  # a plugin must never break training
+            log.warning("plugin %s failed: %s: %s", ep.name, type(exc).__name__, exc)
+            continue
+        if url:
+            log.info("plugin %s: %s", ep.name, url)
+            urls.append(str(url))
+    return urls
+
+
+
+def worker_slots(client: Any, timeout: float) -> list[tuple[str, int, int]]:
+    """``(address, nthreads, memory_limit)`` of every worker, waiting up to ``timeout`` for one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        if info:
+            return sorted((a, int(w.get("nthreads", 1)), int(w.get("memory_limit") or 0))
+                          for a, w in info.items())
+        if time.monotonic() > deadline:
+            raise ClusterError(f"the Dask cluster has no workers (waited {timeout:g} s)")
+        time.sleep(0.2)
+
+
+
+def live_workers(client: Any) -> set[str]:
+    """Addresses of the workers the scheduler knows now (a fresh query)."""
+    return set(client.scheduler_info(n_workers=-1)["workers"])
+
+
+
+def check_workers(client: Any, used: set[str], confirm_s: float = 2.0) -> None:
+    """Raise :class:`WorkerLost` if a worker in ``used`` is no longer in the cluster.
+
+    A worker missing from one answer is asked about again ``confirm_s`` later and counts as
+    lost only if it is still missing: one scheduler answer can leave out workers whose
+    processes, actors and tasks run on, and a recovery started on it finds nothing lost and
+    costs a restart from the last checkpoint (pipelines/README.md, the 100M-token run).
+    """
+    lost = used - live_workers(client)
+    if lost and confirm_s > 0:
+        time.sleep(confirm_s)
+        lost &= used - live_workers(client)
+    lost = sorted(lost)
+    if lost:
+        raise WorkerLost(f"lost worker(s) {', '.join(lost)}")
+
+
+
+def wait_for_loss(client: Any, used: set[str], timeout: float) -> set[str]:
+    """The workers of ``used`` gone from the scheduler, waiting up to ``timeout`` for one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lost = used - live_workers(client)
+        if lost or time.monotonic() >= deadline:
+            return lost
+        time.sleep(0.1)
+
+
+
+def wait_for_workers(client: Any, n: int, timeout: float) -> None:
+    """Wait up to ``timeout`` s for ``n`` workers (a nanny's replacement); never raises."""
+    deadline = time.monotonic() + timeout
+    while len(live_workers(client)) < n and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+
+@contextlib.contextmanager
+def ignore_sigint() -> Iterator[None]:
+    """Ignore SIGINT while worker processes are started (they inherit it across exec).
+
+    Python leaves SIGINT ignored in a process that starts with it ignored, so the workers of
+    the embedded cluster do not die of the Ctrl-C meant for the driver. Main thread only.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+
+class InterruptFlag:
+    """Set by the first SIGINT; a second SIGINT raises KeyboardInterrupt (hard stop)."""
+
+    def __init__(self) -> None:
+        self.set = False
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.set:
+            raise KeyboardInterrupt
+        self.set = True
+        log.warning("interrupt: stopping after the current clock and writing a checkpoint "
+                    "(interrupt again to stop at once)")
+
+
+
+@contextlib.contextmanager
+def interrupt_flag() -> Iterator[InterruptFlag]:
+    """Catch SIGINT as a flag while the driver runs (main thread only; restored after)."""
+    flag = InterruptFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.signal(signal.SIGINT, flag._handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
