@@ -88,3 +88,269 @@ def merge_coo(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_topics
     uniq = uniq[keep]
     return ((uniq // n_topics).astype(np.int32), (uniq % n_topics).astype(np.int32),
             summed[keep])
+
+
+@numba.njit(nogil=True, cache=True)
+def _fold(rows, topics, counts, n_rows, n_topics):  # pragma: no cover - jit
+    """Sum one clock's COO entries (any order, repeats allowed) into unique (row, topic) pairs
+    sorted by row, then topic; net zeros are kept (every pair pushed is there, so a writer's
+    own entries can be taken out again by :func:`subtract_sorted`).
+
+    rows int32 [M] in [0, n_rows), topics int32 [M] in [0, n_topics), counts int32 [M].
+    Returns ``(row_ptr int64 [n_rows + 1], topics int32 [U], counts int32 [U])``: row ``r``'s
+    entries are ``[row_ptr[r], row_ptr[r + 1])``. A counting sort by row and a dense [K]
+    accumulator per row: O(M + n_rows + Σ_r t_r log t_r), no global sort.
+    """
+    m = rows.shape[0]
+    start = np.zeros(n_rows + 1, np.int64)
+    for i in range(m):
+        start[rows[i] + 1] += 1
+    for r in range(n_rows):
+        start[r + 1] += start[r]
+    fill = start[:-1].copy()
+    order = np.empty(m, np.int64)
+    for i in range(m):
+        order[fill[rows[i]]] = i
+        fill[rows[i]] += 1
+    acc = np.zeros(n_topics, np.int64)
+    seen = np.zeros(n_topics, np.bool_)
+    touched = np.empty(n_topics, np.int64)
+    out_t = np.empty(m, np.int32)
+    out_c = np.empty(m, np.int32)
+    row_ptr = np.zeros(n_rows + 1, np.int64)
+    n = 0
+    for r in range(n_rows):
+        nt = 0
+        for j in range(start[r], start[r + 1]):
+            i = order[j]
+            k = topics[i]
+            if not seen[k]:
+                seen[k] = True
+                touched[nt] = k
+                nt += 1
+            acc[k] += counts[i]
+        if nt > 1:
+            touched[:nt].sort()
+        for q in range(nt):
+            k = touched[q]
+            out_t[n] = k
+            out_c[n] = acc[k]
+            n += 1
+            acc[k] = 0
+            seen[k] = False
+        row_ptr[r + 1] = n
+    return row_ptr, out_t[:n].copy(), out_c[:n].copy()
+
+
+@numba.njit(nogil=True, cache=True)
+def _fold_sorted(rows, topics, counts, starts, n_rows, n_topics):  # pragma: no cover - jit
+    """:func:`_fold` for entries made of runs ``[starts[j], starts[j + 1])`` each sorted by
+    (row, topic) and unique (what sweeps push): a k-way merge on a binary heap, O(M log k)."""
+    k = starts.shape[0] - 1
+    heap = np.empty(k, np.int64)  # run ids, ordered by the key of their head
+    head = starts[:-1].copy()
+    size = 0
+    for j in range(k):
+        if head[j] < starts[j + 1]:
+            heap[size] = j
+            size += 1
+            c = size - 1  # sift up
+            while c > 0:
+                par = (c - 1) // 2
+                a, b = heap[c], heap[par]
+                ka = np.int64(rows[head[a]]) * n_topics + topics[head[a]]
+                kb = np.int64(rows[head[b]]) * n_topics + topics[head[b]]
+                if ka >= kb:
+                    break
+                heap[c], heap[par] = b, a
+                c = par
+    m = rows.shape[0]
+    out_r = np.empty(m, np.int32)
+    out_t = np.empty(m, np.int32)
+    out_c = np.empty(m, np.int32)
+    n = 0
+    last = np.int64(-1)
+    while size > 0:
+        j = heap[0]
+        i = head[j]
+        key = np.int64(rows[i]) * n_topics + topics[i]
+        if key == last:
+            out_c[n - 1] += counts[i]
+        else:
+            out_r[n] = rows[i]
+            out_t[n] = topics[i]
+            out_c[n] = counts[i]
+            n += 1
+            last = key
+        head[j] += 1
+        if head[j] == starts[j + 1]:  # run exhausted: the last one takes the root
+            size -= 1
+            heap[0] = heap[size]
+        c = 0  # sift down
+        while True:
+            left = 2 * c + 1
+            if left >= size:
+                break
+            best = left
+            kb = np.int64(rows[head[heap[left]]]) * n_topics + topics[head[heap[left]]]
+            right = left + 1
+            if right < size:
+                kr = np.int64(rows[head[heap[right]]]) * n_topics + topics[head[heap[right]]]
+                if kr < kb:
+                    best, kb = right, kr
+            kc = np.int64(rows[head[heap[c]]]) * n_topics + topics[head[heap[c]]]
+            if kc <= kb:
+                break
+            heap[c], heap[best] = heap[best], heap[c]
+            c = best
+    row_ptr = np.zeros(n_rows + 1, np.int64)
+    for q in range(n):
+        row_ptr[out_r[q] + 1] += 1
+    for r in range(n_rows):
+        row_ptr[r + 1] += row_ptr[r]
+    return row_ptr, out_t[:n].copy(), out_c[:n].copy()
+
+
+@numba.njit(nogil=True, cache=True)
+def _gather(row_ptr, topics, counts, sel, out_r, out_t, out_c, at):  # pragma: no cover - jit
+    """Copy the entries of rows ``sel`` (int64 [S]) into ``out_*`` from position ``at``;
+    return the position after the last one written (rows as int32)."""
+    n = at
+    for s in range(sel.shape[0]):
+        r = sel[s]
+        for j in range(row_ptr[r], row_ptr[r + 1]):
+            out_r[n] = r
+            out_t[n] = topics[j]
+            out_c[n] = counts[j]
+            n += 1
+    return n
+
+
+def fold(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_rows: int,
+         n_topics: int, starts: np.ndarray | None = None, merge_runs: int = 4
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Checked wrapper of :func:`_fold`: ``(row_ptr, topics, counts)`` of the summed delta.
+
+    ``starts`` (int64 [k + 1]): the entries are k pushes one after the other; when each is
+    sorted by (row, topic) and unique (as sweeps push them) and k <= ``merge_runs`` they are
+    merged (:func:`_fold_sorted`) instead of sorted by row. Measured (360k entries, 10k rows,
+    K = 1000): merging 2 pushes 4.2 ms against 7.8; 16 pushes 14.0 against 11.7 (the heap's
+    log k per entry beats the row sort only for few runs).
+
+    Examples
+    --------
+    >>> ptr, t, c = fold(np.array([2, 0, 2]), np.array([1, 0, 1]), np.array([1, 5, -1]), 3, 2)
+    >>> ptr.tolist(), t.tolist(), c.tolist()
+    ([0, 1, 1, 2], [0, 1], [5, 0])
+    """
+    if not (len(rows) == len(topics) == len(counts)):
+        raise ValueError("rows, topics and counts must have the same length")
+    rows = np.asarray(rows, dtype=np.int32)
+    topics = np.asarray(topics, dtype=np.int32)
+    counts = np.asarray(counts, dtype=np.int32)
+    if starts is not None and len(rows) > 1 and len(starts) - 1 <= merge_runs:
+        flat = rows.astype(np.int64) * n_topics + topics
+        up = flat[1:] > flat[:-1]
+        up[np.asarray(starts[1:-1], dtype=np.int64) - 1] = True  # a new push may start lower
+        if up.all():
+            return _fold_sorted(rows, topics, counts, np.asarray(starts, dtype=np.int64),
+                                int(n_rows), int(n_topics))
+    return _fold(rows, topics, counts, int(n_rows), int(n_topics))
+
+
+def gather(row_ptr: np.ndarray, topics: np.ndarray, counts: np.ndarray, sel: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of rows ``sel`` (sorted local ids) of a folded delta (:func:`fold`) as COO
+    ``(rows, topics, counts)``, all int32: a gather through ``row_ptr``, no sort.
+
+    Examples
+    --------
+    >>> ptr, t, c = fold(np.array([2, 0, 2]), np.array([1, 0, 1]), np.array([1, 5, 2]), 3, 2)
+    >>> [a.tolist() for a in gather(ptr, t, c, np.array([2]))]
+    [[2], [1], [3]]
+    """
+    sel = np.asarray(sel, dtype=np.int64)
+    n = int((row_ptr[sel + 1] - row_ptr[sel]).sum()) if len(sel) else 0
+    out_r = np.empty(n, np.int32)
+    out_t = np.empty(n, np.int32)
+    out_c = np.empty(n, np.int32)
+    if n:
+        _gather(row_ptr, topics, counts, sel, out_r, out_t, out_c, 0)
+    return out_r, out_t, out_c
+
+
+@numba.njit(nogil=True, cache=True)
+def _subtract_sorted(rows, topics, counts, sub_rows, sub_topics, sub_counts, n_topics
+                     ):  # pragma: no cover - jit
+    """counts[(r, t)] -= sub for each sub entry, then compact out zeros in place; return the
+    new length, or -1 if a sub entry is missing. rows/topics int32 [N] sorted by (row, topic),
+    unique; sub_* int32 [M], any order (a galloping cursor makes sorted ones O(N + M))."""
+    n = rows.shape[0]
+    pos = np.empty(sub_rows.shape[0], np.int64)
+    cur = 0
+    for i in range(sub_rows.shape[0]):
+        key = np.int64(sub_rows[i]) * n_topics + sub_topics[i]
+        lo = 0
+        if cur < n and np.int64(rows[cur]) * n_topics + topics[cur] <= key:
+            lo = cur  # gallop forward from the last hit
+            step = 1
+            hi = cur + 1
+            while hi < n and np.int64(rows[hi]) * n_topics + topics[hi] <= key:
+                lo = hi
+                step *= 2
+                hi = lo + step
+            hi = min(hi, n)
+        else:
+            hi = n
+        while lo < hi:  # first position with key' >= key in [lo, hi)
+            mid = (lo + hi) // 2
+            if np.int64(rows[mid]) * n_topics + topics[mid] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo >= n or np.int64(rows[lo]) * n_topics + topics[lo] != key:
+            return -1  # nothing changed yet: found first, subtracted below
+        pos[i] = lo
+        cur = lo
+    for i in range(sub_rows.shape[0]):
+        counts[pos[i]] -= sub_counts[i]
+    m = 0
+    for j in range(n):
+        if counts[j] != 0:
+            rows[m] = rows[j]
+            topics[m] = topics[j]
+            counts[m] = counts[j]
+            m += 1
+    return m
+
+
+def subtract_sorted(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray,
+                    sub_rows: np.ndarray, sub_topics: np.ndarray, sub_counts: np.ndarray,
+                    n_topics: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A COO delta sorted by (row, topic), unique, minus another (any order); zeros dropped.
+
+    The arrays of the first are changed in place (the result is a prefix of them). A (row,
+    topic) of the second that the first lacks is appended with its negated count (then the
+    result is merged); a folded clock has every pair pushed, so that does not happen there.
+
+    Examples
+    --------
+    >>> r, t, c = subtract_sorted(np.array([0, 2], np.int32), np.array([1, 0], np.int32),
+    ...                           np.array([3, 1], np.int32), np.array([2, 1]),
+    ...                           np.array([0, 1]), np.array([1, 4]), 2)
+    >>> r.tolist(), t.tolist(), c.tolist()
+    ([0, 1], [1, 1], [3, -4])
+    """
+    if len(sub_rows) == 0:
+        return rows, topics, counts
+    sub_rows = np.asarray(sub_rows, dtype=np.int32)
+    sub_topics = np.asarray(sub_topics, dtype=np.int32)
+    sub_counts = np.asarray(sub_counts, dtype=np.int32)
+    if len(rows):
+        m = _subtract_sorted(rows, topics, counts, sub_rows, sub_topics, sub_counts,
+                             int(n_topics))
+        if m >= 0:
+            return rows[:m], topics[:m], counts[:m]
+    # some pair is missing: the slow, general way
+    return merge_coo(np.concatenate([rows, sub_rows]), np.concatenate([topics, sub_topics]),
+                     np.concatenate([counts, -sub_counts]), n_topics)

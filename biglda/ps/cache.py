@@ -6,7 +6,7 @@ shard needs, nothing else. The sampler applies the shard's own moves to the bloc
 worker always sees its own updates); :meth:`ShardCache.push` sends this clock's delta, split by
 table shard, one call per table shard; :meth:`ShardCache.refresh` pulls what *other* shards
 pushed for clocks up to the one just finished and not received yet (merged deltas restricted
-to this vocabulary, see :class:`biglda.ps.server.PSShard`) and adds them. So the block always
+to this vocabulary, see :class:`biglda.ps.table.TableShard`) and adds them. So the block always
 equals: the initial table + every other shard's deltas received + this shard's own moves —
 what SSP asks for, and under BSP exactly the table after the previous clock.
 
@@ -19,13 +19,10 @@ as fresh as the bound and the network allow, at the price of one call per table 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import numpy as np
 
 from biglda.ps._kernels import add_coo
-from biglda.ps.calls import call_all
+from biglda.ps.client import TableClient
 
 
 class ShardCache:
@@ -85,37 +82,36 @@ class ShardCache:
             out.append((self.vocab[words[idx]], *(x[idx] for x in arrays)))
         return out
 
-    def push(self, actors: Sequence[Any], clock: int, words: np.ndarray, topics: np.ndarray,
+    def push(self, tables: TableClient, clock: int, words: np.ndarray, topics: np.ndarray,
              counts: np.ndarray, timeout: float, log: bool = True) -> int:
         """Push this clock's delta (local word ids): one call per table shard; return bytes sent."""
         words = np.asarray(words, dtype=np.int64)
         topics = np.asarray(topics, dtype=np.int32)
         counts = np.asarray(counts, dtype=np.int32)
-        futs, sent = [], 0
-        for actor, (w, t, c) in zip(actors, self._by_table_shard(words, topics, counts),
-                                    strict=True):
-            w = w.astype(np.int32)
+        parts, sent = [], 0
+        for w, t, c in self._by_table_shard(words, topics, counts):
+            w = w.astype(np.int32, copy=False)
             sent += w.nbytes + t.nbytes + c.nbytes
-            futs.append(actor.push(self.shard, clock, w, t, c, log=log))
-        call_all(futs, timeout, f"shard {self.shard}: push of clock {clock}")
+            parts.append((w, t, c))
+        tables.push(self.shard, clock, parts, timeout, log=log)
         self.bytes_pushed += sent
         return sent
 
-    def push_counts(self, actors: Sequence[Any], clock: int, n_wk_local: np.ndarray,
+    def push_counts(self, tables: TableClient, clock: int, n_wk_local: np.ndarray,
                     timeout: float) -> int:
         """Push a dense local count block (the initial recount of ``z``) as COO, not logged."""
         words, topics = np.nonzero(n_wk_local)
         counts = n_wk_local[words, topics]
-        return self.push(actors, clock, words, topics, counts, timeout, log=False)
+        return self.push(tables, clock, words, topics, counts, timeout, log=False)
 
-    def attach(self, actors: Sequence[Any], upto: int, timeout: float) -> int:
+    def attach(self, tables: TableClient, upto: int, timeout: float) -> int:
         """Fetch this shard's rows as of clock ``upto`` from every table shard; return bytes."""
-        futs = [actor.attach(self.shard, self.vocab[self.split[a]:self.split[a + 1]], upto)
-                for a, actor in enumerate(actors)]
+        vocab_parts = [self.vocab[self.split[a]:self.split[a + 1]]
+                       for a in range(len(self.bounds) - 1)]
         got = 0
         self.n_k[:] = 0
         for a, (rows, nk, received) in enumerate(
-                call_all(futs, timeout, f"shard {self.shard}: attach")):
+                tables.attach(self.shard, vocab_parts, upto, timeout)):
             self.n_wk[self.split[a]:self.split[a + 1]] = rows
             self.n_k += nk
             self.received[a] = received
@@ -123,12 +119,11 @@ class ShardCache:
         self.bytes_pulled += got
         return got
 
-    def refresh(self, actors: Sequence[Any], upto: int, timeout: float) -> int:
+    def refresh(self, tables: TableClient, upto: int, timeout: float) -> int:
         """Add other shards' deltas of clocks up to ``upto`` not received yet; return bytes."""
-        futs = [actor.pull(self.shard, self.received[a], upto) for a, actor in enumerate(actors)]
         got = 0
         for a, (received, words, topics, counts, dk) in enumerate(
-                call_all(futs, timeout, f"shard {self.shard}: pull")):
+                tables.pull(self.shard, self.received, upto, timeout)):
             if len(words):
                 local = np.searchsorted(self.vocab, words)
                 add_coo(self.n_wk, local, topics, counts)

@@ -71,3 +71,36 @@ def future_results(futures: Sequence[Any], timeout: float, what: str) -> list[An
         except (TimeoutError, *_LOST) as exc:
             raise _fail(what, exc, timeout) from None
     return out
+
+
+class _Done:
+    """A future that already holds its value (what :class:`InProcess` calls answer)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self.value
+
+
+class InProcess:
+    """An object whose method calls answer like actor calls: a future with the result.
+
+    Lets the clients (:mod:`biglda.ps.client`) drive actors in this process — unit tests and
+    benchmarks of the server's work without a cluster. Arrays are passed by reference, not
+    serialized: copy what the caller may change afterwards.
+
+    Examples
+    --------
+    >>> InProcess([3, 1]).count(3).result()
+    1
+    """
+
+    def __init__(self, obj: Any) -> None:
+        self._obj = obj
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._obj, name)
+        if not callable(attr):
+            return attr
+        return lambda *args, **kwargs: _Done(attr(*args, **kwargs))

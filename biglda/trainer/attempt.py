@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from biglda.errors import ClusterError, WorkerLost
-from biglda.ps.calls import call, call_all
-from biglda.ps.server import start_parameter_server
+from biglda.ps import start_parameter_server
 from biglda.trainer import checkpoint as ckpt
 from biglda.trainer.alpha import alpha_from_history, optimized_alpha
 from biglda.trainer.cluster import check_workers, live_workers
@@ -193,8 +192,8 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
     futures, addrs = [], []
     for addr, members in groups:
         spec = GroupSpec(
-            cfg=worker_cfg, corpus_url=corpus.url, shards=tuple(members), ps_shards=ps.shards,
-            clock=ps.clock, bounds=ps.bounds, n_words=corpus.n_words, alpha=alpha,
+            cfg=worker_cfg, corpus_url=corpus.url, shards=tuple(members), ps=ps.client,
+            n_words=corpus.n_words, alpha=alpha,
             start_clock=st.start_clock, stop_clock=st.stop_clock,
             checkpoint_url=ck_url if ck_url else st.ck_read,
             checkpoint_every=cfg.checkpoint_every if ck_url else 0,
@@ -230,14 +229,13 @@ def _drive(run: Run, st: RunState, at: _Attempt, poll: float = 2.0) -> Rebalance
 
     while at.c < at.stop_clock:
         st.clock = at.c
-        stats = call(at.ps.clock.iteration(at.c, timeout=poll), poll + cfg.call_timeout,
-                     "waiting for the shards", check=watch)
+        stats = at.ps.mailbox.iteration(at.c, poll, cfg.call_timeout, check=watch)
         if stats is None:
             _check_tasks(at.futures)
             check_workers(run.client, at.used)
             if run.interrupted.set and st.stop_reason != "interrupted":
                 st.stop_reason = "interrupted"
-                at.stop_clock = call(at.ps.clock.stop(None), cfg.call_timeout, "stop")
+                at.stop_clock = at.ps.clock.stop(cfg.call_timeout)
             continue
         rec = _bookkeep(run, st, at, stats, watch)
         st.history.append(rec)
@@ -257,11 +255,10 @@ def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, dict],
     from biglda.samplers import word_loglik_topics
 
     cfg, c, corpus = run.cfg, at.c, run.corpus
-    word = call_all([a.snapshot(c) for a in at.ps.shards], cfg.call_timeout, "log-lik",
-                    check=watch)
+    word = at.ps.tables.snapshots(c, cfg.call_timeout, check=watch)
     if any(w is None for w in word):
         raise AssertionError(f"table shards have no snapshot of clock {c}: ticks follow pushes")
-    clocks = call(at.ps.clock.clocks(), cfg.call_timeout, "clocks", check=watch)
+    clocks = at.ps.clock.clocks(cfg.call_timeout, check=watch)
     n_k = sum(w[1] for w in word)
     ll = (sum(r["doc_ll"] for r in stats.values()) + sum(w[0] for w in word)
           + word_loglik_topics(n_k, cfg.beta, corpus.n_words))
@@ -272,8 +269,7 @@ def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, dict],
     new_alpha = optimized_alpha(stats, at.alpha, cfg)
     if new_alpha is not None:
         # published before any shard may start c + 1 with it (BSP: they wait for it)
-        call(at.ps.clock.set_alpha(c + 1, new_alpha), cfg.call_timeout, "set alpha",
-             check=watch)
+        at.ps.alpha.publish(c + 1, new_alpha, cfg.call_timeout, check=watch)
         at.alpha = new_alpha
         rec["alpha"] = [float(a) for a in new_alpha]
     rows = list(stats.values())
@@ -306,7 +302,7 @@ def _after_clock(run: Run, st: RunState, at: _Attempt, rec: IterationRecord
         _stop_reason(cfg, st.history, time.time() - at.t0)
     if reason and c < at.stop_clock and st.stop_reason == "iterations":
         st.stop_reason = reason
-        at.stop_clock = call(at.ps.clock.stop(None), cfg.call_timeout, "stop")
+        at.stop_clock = at.ps.clock.stop(cfg.call_timeout)
     if c == at.bal_clock and st.stop_reason == "iterations":
         st.balanced = True  # once per attempt line, restart or not
         if rec["checkpoint"] != c:
@@ -332,12 +328,12 @@ def _finish(run: Run, st: RunState, at: _Attempt, results: list[Any]) -> TrainRe
     for r in results:
         z.update(r)
     if run.ck_url is not None and at.stop_clock % max(1, cfg.checkpoint_every):
-        notes = call(ps.clock.get_notes(), cfg.call_timeout, "notes")
+        notes = ps.mailbox.notes(cfg.call_timeout)
         ckpt.commit_final(run.ck_url, notes, len(run.shards), at.c, st.history,
                           st.known_missing)
     n_wk, n_k = _gather_table(ps, run.corpus.n_words, cfg.n_topics, cfg.call_timeout)
-    state = call(ps.clock.state(), cfg.call_timeout, "clock state")
-    info = call_all([a.info() for a in ps.shards], cfg.call_timeout, "ps info")
+    state = ps.clock.state(cfg.call_timeout)
+    info = ps.tables.info(cfg.call_timeout)
     ps.close()
     return TrainResult(z=z, shards=run.shards, n_wk=n_wk, n_k=n_k, history=st.history,
                        starts=[tuple(s) for s in state["starts"]],
@@ -380,7 +376,7 @@ def _results(futures: list[Any], timeout: float) -> list[Any]:
 
 
 def _top_words(ps, vocab: np.ndarray, n: int, timeout: float) -> list[list[str]]:
-    parts = call_all([a.top_words(n) for a in ps.shards], timeout, "top words")
+    parts = ps.tables.top_words(n, timeout)
     ids = np.concatenate([p[0] for p in parts])
     counts = np.concatenate([p[1] for p in parts])
     order = np.argsort(-counts, axis=0, kind="stable")[:n]
@@ -393,7 +389,7 @@ def _gather_table(ps, n_words: int, n_topics: int, timeout: float
                   ) -> tuple[np.ndarray, np.ndarray]:
     n_wk = np.zeros((n_words, n_topics), dtype=np.int32)
     n_k = np.zeros(n_topics, dtype=np.int64)
-    for start, rows, nk in call_all([a.table() for a in ps.shards], timeout, "gather table"):
+    for start, rows, nk in ps.tables.parts(timeout):
         n_wk[start:start + len(rows)] = rows
         n_k += nk
     return n_wk, n_k
@@ -404,7 +400,7 @@ def _abandon(client: Any, ps: Any, futures: list[Any], addrs: list[str], timeout
     """Stop an attempt: abort the tasks, wait for those on live workers, free everything.
 
     Waiting matters: a task still running when the next attempt starts could write its ``z``
-    into the checkpoint slot the new tasks write. A task on a live worker gets "abort" from a
+    into the checkpoint slot the new tasks write. A task on a live worker gets ``ABORT`` from a
     live clock at its next wait; one blocked in a call to a dead actor (up to the connect
     timeout) can write nothing more, and it blocks only its own thread (tasks secede, see
     :func:`biglda.trainer.worker.run_group_failfast`), so the wait is short. Tasks on a lost
@@ -413,7 +409,7 @@ def _abandon(client: Any, ps: Any, futures: list[Any], addrs: list[str], timeout
     from distributed import wait
 
     with contextlib.suppress(Exception):
-        ps.clock.abort().result(timeout=5)
+        ps.clock.abort(timeout=5)
     with contextlib.suppress(Exception):
         live = live_workers(client)
         running = [f for f, a in zip(futures, addrs, strict=True) if a in live]

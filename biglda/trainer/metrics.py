@@ -56,12 +56,13 @@ def shard_clock_stats(*, shard: int, worker: str, backend: str, clock: int, res:
                       times: dict[str, float], pulled: int, pushed: int, doc_ll: float,
                       wrote: list[int] | None, kernel_cpu_s: float,
                       process_cpu_s: float) -> ShardClockStats:
-    """The stats of one shard's clock; ``times``: the moments ``start``, ``wait`` (done),
-    ``pull``, ``sweep``, ``ll``, ``push`` and ``end``; ``res``: the sampler's SweepResult."""
+    """The stats of one shard's clock; ``times``: the moments ``start``, ``waited`` (the SSP
+    wait done), ``pull``, ``sweep``, ``ll``, ``push`` and ``end``; ``res``: the sampler's
+    SweepResult."""
     t = times
     return ShardClockStats(
         shard=shard, worker=worker, backend=backend, clock=clock, tokens=res.n_tokens,
-        kernel_s=res.seconds, wait_s=t["wait"] - t["start"], pull_s=t["pull"] - t["wait"],
+        kernel_s=res.seconds, wait_s=t["waited"] - t["start"], pull_s=t["pull"] - t["waited"],
         sweep_s=t["sweep"] - t["pull"], ll_s=t["ll"] - t["sweep"], push_s=t["push"] - t["ll"],
         checkpoint_s=t["end"] - t["push"], clock_s=t["end"] - t["start"], t_start=t["start"],
         t_end=t["end"], bytes_pulled=pulled, bytes_pushed=pushed, accept_rate=res.accept_rate,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from biglda.errors import ConfigError
-from biglda.ps.server import check_table_fits
+from biglda.ps import check_table_fits
 from biglda.trainer.cluster import worker_slots
 from biglda.trainer.config import TrainConfig
 from biglda.trainer.metrics import Rebalance, ShardClockStats, busy_by_worker

@@ -5,7 +5,7 @@ Flow of one run::
     driver                      worker task (one per worker thread, biglda.trainer.worker)
     plan shards, place groups   read shard, z = init_z or checkpoint, remap to local vocab
     start PS actors + clock     push recount of its z to the table shards, tick(start)
-    wait clock.iteration(c) <-- per clock: wait SSP bound, pull deltas, sweep, doc LL, push,
+    mailbox.iteration(c)    <-- per clock: wait SSP bound, pull deltas, sweep, doc LL, push,
     one metrics record            checkpoint every N clocks, tick(c + 1) with its stats
     stop rule -> clock.stop     ... until the stop clock; return z
     gather table

@@ -12,8 +12,9 @@ dead actor does not hold the thread a recovered run needs); there is one such ta
 thread. Each worker runs its actors' sync methods in a separate actor thread and ``async``
 ones (the clock) on its event loop, so a task waiting on a clock never blocks an actor.
 
-Every actor call has a timeout (:mod:`biglda.ps.calls`); a clock wait is a sequence of short
-server-side waits, so a lost clock actor surfaces as a :class:`biglda.errors.ClusterError`.
+Every parameter-server call goes through the client (:class:`biglda.ps.PSClient`) and has a
+timeout; a clock wait is a sequence of short server-side waits, so a lost clock actor surfaces
+as a :class:`biglda.errors.ClusterError`.
 """
 
 from __future__ import annotations
@@ -24,14 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from biglda.ps.cache import ShardCache
-from biglda.ps.calls import call
+from biglda.ps import ALL_CLOCKS, ClockAnswer, PSClient, ShardCache
 from biglda.trainer import checkpoint as ckpt
 from biglda.trainer.alpha import alpha_due
 from biglda.trainer.config import TrainConfig
 from biglda.trainer.metrics import ShardClockStats, shard_clock_stats
-
-FRESHEST = 2**62  # "every clock that has arrived"
 
 
 @dataclass(frozen=True)
@@ -42,9 +40,7 @@ class GroupSpec:
     cfg: TrainConfig                 # the run's settings (TrainConfig.for_workers)
     corpus_url: str
     shards: tuple[Any, ...]          # biglda.corpus Shard objects
-    ps_shards: tuple[Any, ...]       # PSShard actors
-    clock: Any                       # ClockServer actor
-    bounds: np.ndarray
+    ps: PSClient                     # the parameter server's tables, clock, alpha, mailbox
     n_words: int
     alpha: np.ndarray                # in force at start_clock (optimized, or symmetric)
     start_clock: int
@@ -98,23 +94,20 @@ def _hist_stats(doc_ptr: np.ndarray, z: np.ndarray, n_topics: int) -> list[np.nd
     return [ch.astype(small), lh.astype(small)]
 
 
-def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray) -> np.ndarray | str:
+def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray
+           ) -> np.ndarray | ClockAnswer:
     """The alpha to sweep ``clock`` with: the newest published one. Under BSP, at the clock
     right after an optimization, wait until the driver published exactly that one (so a seed and
-    layout give the same run). ``"abort"`` / ``"stop"``: the run was aborted / stops."""
+    layout give the same run). ``ABORT`` / ``STOP``: the run was aborted / stops."""
     need = (spec.cfg.staleness == 0 and clock > spec.start_clock
             and alpha_due(clock, spec.cfg.optimize_alpha_every, spec.cfg.alpha_burn_in))
-    while True:
-        got = call(spec.clock.get_alpha(clock, need, timeout=spec.wait_chunk),
-                   spec.wait_chunk + spec.cfg.call_timeout,
-                   f"shard {shard}: waiting for the alpha of clock {clock}")
-        if isinstance(got, str):
-            if got == "wait":
-                continue
-            return got
-        if got is None:
-            return alpha
-        return np.asarray(got[1], dtype=np.float64)
+    answer, got = spec.ps.alpha.lookup(shard, clock, need, spec.wait_chunk,
+                                       spec.cfg.call_timeout)
+    if answer is not ClockAnswer.GO:
+        return answer
+    if got is None:
+        return alpha
+    return np.asarray(got[1], dtype=np.float64)
 
 
 class _ShardState:
@@ -124,7 +117,7 @@ class _ShardState:
         self.index = int(shard.index)
         tokens, self.doc_ptr = corpus.read_shard(shard)
         self.doc_ptr = np.ascontiguousarray(self.doc_ptr, dtype=np.int64)
-        self.cache = ShardCache(self.index, tokens, spec.bounds, spec.cfg.n_topics)
+        self.cache = ShardCache(self.index, tokens, spec.ps.bounds, spec.cfg.n_topics)
         del tokens
         if spec.resume_attrs is not None:
             z = ckpt.read_z(spec.checkpoint_url, spec.resume_attrs, shard.token_start,
@@ -136,21 +129,6 @@ class _ShardState:
                             RandomKey(spec.cfg.seed, -1, self.index))
         self.attached = False
         self.slot = spec.checkpoint_slot
-
-
-def _wait(spec: GroupSpec, shard: int, clock: int) -> bool | None:
-    """Block until ``shard`` may start ``clock`` under SSP; False if the run stops first, None
-    if the driver aborted it (recovery from a lost worker: write nothing more)."""
-    while True:
-        state = call(spec.clock.wait(shard, clock, timeout=spec.wait_chunk),
-                     spec.wait_chunk + spec.cfg.call_timeout,
-                     f"shard {shard}: waiting for clock {clock}")
-        if state == "go":
-            return True
-        if state == "stop":
-            return False
-        if state == "abort":
-            return None
 
 
 def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
@@ -171,23 +149,22 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     while running and clock < spec.stop_clock:
         for st in states:
             t0, cpu0 = time.time(), time.process_time()
-            go = _wait(spec, st.index, clock)
-            if go is None:  # aborted: the driver restarts every shard from a checkpoint
+            go = spec.ps.clock.wait(st.index, clock, spec.wait_chunk, spec.cfg.call_timeout)
+            if go is ClockAnswer.ABORT:  # the driver restarts every shard from a checkpoint
                 return {}
-            if not go:
+            if go is ClockAnswer.STOP:
                 running = False
                 break
             if spec.cfg.optimize_alpha_every > 0:
                 new = _alpha(spec, st.index, clock, alpha)
-                if isinstance(new, str):
-                    if new == "abort":  # the driver restarts every shard: write nothing more
+                if isinstance(new, ClockAnswer):
+                    if new is ClockAnswer.ABORT:  # the driver restarts every shard: write nothing
                         return {}
                     running = False
                     break
                 alpha = new
             stats = _sweep_clock(spec, st, sampler, clock, alpha, worker, backend, t0, cpu0)
-            call(spec.clock.tick(st.index, clock + 1, stats), spec.cfg.call_timeout,
-                 f"shard {st.index}: clock tick")
+            spec.ps.clock.tick(st.index, clock + 1, stats, spec.cfg.call_timeout)
         else:
             clock += 1
     _final_checkpoint(spec, states, clock)
@@ -203,12 +180,11 @@ def _push_recounts(spec: GroupSpec, states: list[_ShardState], worker: str,
     for st in states:
         n_wk, _ = count_from_z(st.cache.tokens, st.doc_ptr, st.z, st.cache.n_local,
                                spec.cfg.n_topics)
-        st.cache.push_counts(spec.ps_shards, spec.start_clock - 1, n_wk, spec.cfg.call_timeout)
+        st.cache.push_counts(spec.ps.tables, spec.start_clock - 1, n_wk, spec.cfg.call_timeout)
         del n_wk
-        call(spec.clock.tick(st.index, spec.start_clock,
-                             {"shard": st.index, "worker": worker, "backend": backend,
-                              "init_s": time.time() - t_init}),
-             spec.cfg.call_timeout, f"shard {st.index}: clock tick")
+        spec.ps.clock.tick(st.index, spec.start_clock,
+                           {"shard": st.index, "worker": worker, "backend": backend,
+                            "init_s": time.time() - t_init}, spec.cfg.call_timeout)
 
 
 def _sweep_clock(spec: GroupSpec, st: _ShardState, sampler: Any, clock: int,
@@ -224,9 +200,9 @@ def _sweep_clock(spec: GroupSpec, st: _ShardState, sampler: Any, clock: int,
     # seed and shard layout give the same run. SSP: whatever has arrived (at least up to
     # clock - 1 - s, by the wait) — fresher reads than the bound are allowed and help a slow
     # shard most.
-    upto = clock - 1 if cfg.staleness == 0 else FRESHEST
-    pulled = (st.cache.refresh(spec.ps_shards, upto, cfg.call_timeout) if st.attached else
-              st.cache.attach(spec.ps_shards, upto, cfg.call_timeout))
+    upto = clock - 1 if cfg.staleness == 0 else ALL_CLOCKS
+    pulled = (st.cache.refresh(spec.ps.tables, upto, cfg.call_timeout) if st.attached else
+              st.cache.attach(spec.ps.tables, upto, cfg.call_timeout))
     st.attached = True
     t_pull = time.time()
     kcpu0 = time.thread_time()
@@ -240,7 +216,7 @@ def _sweep_clock(spec: GroupSpec, st: _ShardState, sampler: Any, clock: int,
     t_sweep = time.time()
     doc_ll = float(doc_loglik(st.doc_ptr, st.z, alpha, cfg.n_topics))
     t_ll = time.time()
-    pushed = st.cache.push(spec.ps_shards, clock, res.delta_words, res.delta_topics,
+    pushed = st.cache.push(spec.ps.tables, clock, res.delta_words, res.delta_topics,
                            res.delta_counts, cfg.call_timeout)
     t_push = time.time()
     done = clock + 1
@@ -251,7 +227,7 @@ def _sweep_clock(spec: GroupSpec, st: _ShardState, sampler: Any, clock: int,
         ckpt.write_shard_z(spec.checkpoint_url, st.slot, st.index, st.z)
         wrote = [done, st.slot]
         st.slot = 1 - st.slot
-    times = {"start": t0, "wait": t_wait, "pull": t_pull, "sweep": t_sweep, "ll": t_ll,
+    times = {"start": t0, "waited": t_wait, "pull": t_pull, "sweep": t_sweep, "ll": t_ll,
              "push": t_push, "end": time.time()}
     # CPU seconds: of the sweep (this thread), of the whole clock (the worker process: task,
     # actor and comm threads) — rates that do not depend on how busy the machine's other
@@ -271,8 +247,8 @@ def _final_checkpoint(spec: GroupSpec, states: list[_ShardState], clock: int) ->
         for st in states:
             if clock % spec.checkpoint_every:
                 ckpt.write_shard_z(spec.checkpoint_url, st.slot, st.index, st.z)
-                call(spec.clock.note(st.index, {"final_checkpoint": [clock, st.slot]}),
-                     spec.cfg.call_timeout, f"shard {st.index}: clock note")
+                spec.ps.mailbox.note(st.index, {"final_checkpoint": [clock, st.slot]},
+                                     spec.cfg.call_timeout)
 
 
 
@@ -284,7 +260,7 @@ def run_group_failfast(spec: GroupSpec, connect_timeout: float) -> dict[int, np.
     task blocked in such a call would hold its worker's only thread, and the recovered run's
     task for that worker could not start until it returns. Seceded, it blocks only its own
     thread; it ends with an error at the latest after ``call_timeout`` and can no longer write
-    a checkpoint (its next step needs the dead actor, or gets "abort" from the live clock).
+    a checkpoint (its next step needs the dead actor, or gets ``ABORT`` from the live clock).
     The connect timeout is shortened while the task runs (process-wide: kept well above a
     healthy connect on a cluster network).
     """

@@ -21,8 +21,7 @@ import numpy as np
 import pytest
 
 from biglda.errors import ClusterError, ConfigError
-from biglda.ps.calls import call
-from biglda.ps.server import start_parameter_server
+from biglda.ps import start_parameter_server
 from biglda.trainer.cluster import connect
 from biglda.trainer.config import TrainConfig, validate
 from biglda.trainer.placement import plan_cluster
@@ -41,18 +40,18 @@ def test_call_to_a_paused_worker_times_out_and_a_retried_push_counts_once(cluste
         os.kill(pid, signal.SIGSTOP)
         try:
             with pytest.raises(ClusterError, match="no answer within 1 s") as err:
-                call(ps.shards[1].push(0, 0, *delta), 1.0, "push to table shard 1")
-            assert "\n" not in str(err.value) and "push to table shard 1" in str(err.value)
+                ps.tables.push_to(1, 0, 0, *delta, timeout=1.0)
+            assert "\n" not in str(err.value) and "to table shard 1" in str(err.value)
         finally:
             os.kill(pid, signal.SIGCONT)
         # the timed-out push was delivered after all; the retry of the same (shard, clock) is not
-        assert call(ps.shards[1].push(0, 0, *delta), 30.0, "retry") is False
-        start, rows, n_k = call(ps.shards[1].table(), 30.0, "table")
+        assert ps.tables.push_to(1, 0, 0, *delta, timeout=30.0) is False
+        start, rows, n_k = ps.tables.parts(timeout=30.0)[1]
         expected = np.zeros((10, 4), np.int32)
         expected[[2, 5], [1, 3]] = [2, 5]
         np.testing.assert_array_equal(rows, expected)
         assert n_k.tolist() == [0, 2, 0, 5]
-        info = call(ps.shards[1].info(), 30.0, "info")
+        info = ps.tables.info(timeout=30.0)[1]
         assert info["pushes"] == 1 and info["ignored"] == 1
     finally:
         ps.close()

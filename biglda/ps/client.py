@@ -1,0 +1,253 @@
+"""Clients of the parameter server: the only code that names an actor method.
+
+Workers and the driver hold a :class:`PSClient` — four small clients, one per role:
+
+* :class:`TableClient` — the table-shard actors (:class:`biglda.ps.table.TableShard`): push,
+  attach, pull, and the read-outs (log-likelihood snapshots, top words, the table, counters).
+* :class:`ClockClient` — the SSP clock: wait to start a clock, tick, stop, abort, read-outs.
+* :class:`AlphaClient` — the alpha broker: publish (driver), look up (shards).
+* :class:`MailboxClient` — the per-clock statistics mailbox and the shards' notes.
+
+Every call goes through :mod:`biglda.ps.calls` (a timeout and one clear ``ClusterError``).
+Waits are a sequence of short server-side waits (``chunk`` seconds each), so a lost clock actor
+surfaces within ``chunk + timeout``; the ``WAIT`` answer never leaves this module. A client
+holds only actor handles and the row bounds, so it pickles (it travels inside the worker task
+spec) and works on any process of the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from biglda.ps.calls import call, call_all
+from biglda.ps.protocol import ClockAnswer
+
+Check = Callable[[], None] | None
+
+
+@dataclass(frozen=True, eq=False)
+class TableClient:
+    """The table-shard actors and their row bounds.
+
+    Parameters
+    ----------
+    actors : tuple
+        One :class:`biglda.ps.table.TableShard` actor handle per row range.
+    bounds : numpy.ndarray
+        int64 [len(actors) + 1] row boundaries: actor ``a`` holds rows
+        ``[bounds[a], bounds[a + 1])``.
+
+    Examples
+    --------
+    >>> tables = TableClient((), np.array([0]))
+    >>> tables.n_parts
+    0
+    """
+
+    actors: tuple[Any, ...]
+    bounds: np.ndarray
+
+    @property
+    def n_parts(self) -> int:
+        """Number of table shards."""
+        return len(self.actors)
+
+    def push(self, shard: int, clock: int, parts: Sequence[tuple[np.ndarray, ...]],
+             timeout: float, log: bool = True) -> None:
+        """Send shard ``shard``'s delta of ``clock``, one ``(words, topics, counts)`` part per
+        table shard (global word ids), all calls at once.
+
+        ``log=False``: the initial recount (applied, not logged for pulls).
+        """
+        futs = [actor.push(shard, clock, w, t, c, log=log)
+                for actor, (w, t, c) in zip(self.actors, parts, strict=True)]
+        call_all(futs, timeout, f"shard {shard}: push of clock {clock}")
+
+    def push_to(self, part: int, shard: int, clock: int, words: np.ndarray,
+                topics: np.ndarray, counts: np.ndarray, timeout: float, log: bool = True
+                ) -> bool:
+        """Push one delta to table shard ``part`` only; False if it was a repeat (ignored)."""
+        return call(self.actors[part].push(shard, clock, words, topics, counts, log=log),
+                    timeout, f"shard {shard}: push of clock {clock} to table shard {part}")
+
+    def attach(self, shard: int, vocab_parts: Sequence[np.ndarray], upto: int, timeout: float
+               ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Register shard ``shard``'s vocabulary (one part per table shard, global ids) and get
+        its rows as of clock ``upto``: ``(rows, n_k part, received)`` per table shard."""
+        futs = [actor.attach(shard, words, upto)
+                for actor, words in zip(self.actors, vocab_parts, strict=True)]
+        return call_all(futs, timeout, f"shard {shard}: attach")
+
+    def pull(self, shard: int, received: Sequence[np.ndarray], upto: int, timeout: float
+             ) -> list[tuple[np.ndarray, ...]]:
+        """Other shards' merged deltas of clocks in ``(received, upto]`` on shard ``shard``'s
+        rows: ``(received', words, topics, counts, dk)`` per table shard."""
+        futs = [actor.pull(shard, got, upto)
+                for actor, got in zip(self.actors, received, strict=True)]
+        return call_all(futs, timeout, f"shard {shard}: pull")
+
+    def snapshots(self, clock: int, timeout: float, check: Check = None
+                  ) -> list[tuple[float, np.ndarray] | None]:
+        """Each table shard's ``(row_ll, n_k part)`` of the moment every push of ``clock`` had
+        arrived (None where there is none)."""
+        return call_all([a.snapshot(clock) for a in self.actors], timeout, "log-lik",
+                        check=check)
+
+    def top_words(self, n: int, timeout: float) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each table shard's ``n`` largest rows per topic: ``(global word ids, counts)``."""
+        return call_all([a.top_words(n) for a in self.actors], timeout, "top words")
+
+    def parts(self, timeout: float) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Each table shard's ``(row_start, n_wk rows, n_k part)`` (the final model, tests)."""
+        return call_all([a.table() for a in self.actors], timeout, "gather table")
+
+    def info(self, timeout: float) -> list[dict[str, Any]]:
+        """Each table shard's counters (bytes, pushes applied and ignored, log length)."""
+        return call_all([a.info() for a in self.actors], timeout, "ps info")
+
+
+@dataclass(frozen=True, eq=False)
+class ClockClient:
+    """The SSP clock of a run (the :class:`biglda.ps.clock.ClockServer` actor).
+
+    Examples
+    --------
+    >>> ClockClient(actor=None).actor is None
+    True
+    """
+
+    actor: Any
+
+    def wait(self, shard: int, clock: int, chunk: float, timeout: float) -> ClockAnswer:
+        """Block until shard ``shard`` may start ``clock``: ``GO``, ``STOP`` or ``ABORT``.
+
+        Each server-side wait lasts at most ``chunk`` seconds; a call without an answer
+        within ``chunk + timeout`` is a :class:`biglda.errors.ClusterError`.
+        """
+        while True:
+            answer = call(self.actor.wait(shard, clock, timeout=chunk), chunk + timeout,
+                          f"shard {shard}: waiting for clock {clock}")
+            if answer is not ClockAnswer.WAIT:
+                return ClockAnswer(answer)
+
+    def tick(self, shard: int, completed: int, stats: dict | None, timeout: float) -> None:
+        """Shard ``shard`` finished ``completed`` sweeps (its pushes are done); ``stats`` go to
+        the mailbox as its statistics of clock ``completed - 1``."""
+        call(self.actor.tick(shard, completed, stats), timeout, f"shard {shard}: clock tick")
+
+    def stop(self, timeout: float, at: int | None = None) -> int:
+        """Stop every shard before clock ``at`` (None: as soon as possible); the stop clock."""
+        return call(self.actor.stop(at), timeout, "stop")
+
+    def abort(self, timeout: float) -> None:
+        """Give the attempt up: every shard's next wait answers ``ABORT``."""
+        call(self.actor.abort(), timeout, "abort")
+
+    def clocks(self, timeout: float, check: Check = None) -> list[int]:
+        """Completed clocks of every shard."""
+        return call(self.actor.clocks(), timeout, "clocks", check=check)
+
+    def state(self, timeout: float) -> dict[str, Any]:
+        """``completed``, ``stop_at``, recorded ``starts`` and ``ticks``, ``staleness``."""
+        return call(self.actor.state(), timeout, "clock state")
+
+
+@dataclass(frozen=True, eq=False)
+class AlphaClient:
+    """The alpha broker: the driver publishes an optimized alpha, shards look it up.
+
+    Examples
+    --------
+    >>> AlphaClient(actor=None).actor is None
+    True
+    """
+
+    actor: Any
+
+    def publish(self, clock: int, alpha: Any, timeout: float, check: Check = None) -> None:
+        """Publish ``alpha`` for the clocks from ``clock`` on (before any shard may start it)."""
+        call(self.actor.alpha_publish(clock, alpha), timeout, "set alpha", check=check)
+
+    def lookup(self, shard: int, clock: int, need: bool, chunk: float, timeout: float
+               ) -> tuple[ClockAnswer, tuple[int, Any] | None]:
+        """The alpha for shard ``shard`` at ``clock``: ``(GO, (from_clock, alpha) or None)``,
+        or ``(STOP, None)`` / ``(ABORT, None)``.
+
+        ``need``: wait until one published for ``clock`` or later is there
+        (:func:`biglda.ps.rules.alpha_answer`), in server-side waits of ``chunk`` seconds.
+        """
+        while True:
+            answer, got = call(self.actor.alpha_lookup(clock, need, timeout=chunk),
+                               chunk + timeout,
+                               f"shard {shard}: waiting for the alpha of clock {clock}")
+            if answer is not ClockAnswer.WAIT:
+                return ClockAnswer(answer), got
+
+
+@dataclass(frozen=True, eq=False)
+class MailboxClient:
+    """The per-clock statistics the shards send with their ticks, and their notes.
+
+    Examples
+    --------
+    >>> MailboxClient(actor=None).actor is None
+    True
+    """
+
+    actor: Any
+
+    def iteration(self, clock: int, poll: float, timeout: float, check: Check = None
+                  ) -> dict[int, dict] | None:
+        """Every shard's statistics of ``clock`` once all finished it; None after ``poll`` s."""
+        return call(self.actor.mailbox_collect(clock, timeout=poll), poll + timeout,
+                    "waiting for the shards", check=check)
+
+    def note(self, shard: int, info: dict, timeout: float) -> None:
+        """Keep (update) shard ``shard``'s note, e.g. where it wrote its final checkpoint."""
+        call(self.actor.mailbox_note(shard, info), timeout, f"shard {shard}: clock note")
+
+    def notes(self, timeout: float) -> dict[int, dict]:
+        """Every shard's note."""
+        return call(self.actor.mailbox_notes(), timeout, "notes")
+
+
+@dataclass(frozen=True, eq=False)
+class PSClient:
+    """Everything a worker or the driver needs to talk to a running parameter server.
+
+    Picklable (actor handles pickle): it travels inside the worker task spec.
+
+    Parameters
+    ----------
+    tables : TableClient
+    clock : ClockClient
+    alpha : AlphaClient
+    mailbox : MailboxClient
+
+    Examples
+    --------
+    >>> ps = PSClient.from_actors((), np.array([0]), None)
+    >>> ps.bounds.tolist(), ps.clock.actor is ps.alpha.actor is ps.mailbox.actor
+    ([0], True)
+    """
+
+    tables: TableClient
+    clock: ClockClient
+    alpha: AlphaClient
+    mailbox: MailboxClient
+
+    @classmethod
+    def from_actors(cls, tables: Sequence[Any], bounds: np.ndarray, clock: Any) -> PSClient:
+        """The client of table-shard actors ``tables`` (row ``bounds``) and a clock actor."""
+        return cls(tables=TableClient(tuple(tables), np.asarray(bounds, dtype=np.int64)),
+                   clock=ClockClient(clock), alpha=AlphaClient(clock),
+                   mailbox=MailboxClient(clock))
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """int64 row boundaries of the table shards."""
+        return self.tables.bounds

@@ -1,0 +1,429 @@
+"""The table actor: a row range of the word-topic table ``n_wk`` and its part of ``n_k``.
+
+:class:`TableShard` holds rows ``[row_start, row_stop)`` of ``n_wk`` (int32) and their column
+sums (this actor's part of ``n_k``; the global ``n_k`` is the sum of the parts). Pushes are
+pre-aggregated COO deltas, one per (worker shard, table shard, clock), idempotent: the actor
+keeps the last applied clock of every worker shard and ignores a push whose clock is not newer.
+
+Pulls by clock ("move as little as possible"; a delta of a clock is much smaller than the rows
+it touches once K is in the hundreds). What the server does per clock grows with the entries
+that changed, not with the number of clients:
+
+* **Fold once.** Once every writer's push of clock ``c`` has arrived (where the
+  log-likelihood snapshot is taken), the first pull that needs it sums that clock's entries
+  once into ``D_c`` (none does when a puller has a single other writer): unique
+  (row, topic) pairs sorted by row with a ``row_ptr`` index over this actor's rows, and its
+  ``dk`` (:func:`biglda.ps._kernels.fold`: a merge of the pushes, each sorted by (word,
+  topic), or a counting sort by row; no global sort).
+* **Serve slices.** A pull gets, for every folded clock it holds nothing of, the slice of
+  ``D_c`` on its rows: a gather through ``row_ptr`` (over its vocabulary, or over the rows of
+  ``D_c`` through its mask, whichever is shorter), no sort; several clocks (SSP) are merged.
+  ``D_c`` contains the puller's own moves too, which its cache has already: the server takes
+  them out of the slice (the slice is sorted by (row, topic), so that is a binary search per
+  own entry: O(own log slice)). Taking them out here rather than in the cache keeps replies
+  to what *others* changed — with two pullers the own half would double the bytes — and the
+  protocol as it was; integer sums do not depend on the order, so BSP stays bit-identical.
+* **The per-writer log only for the frontier.** Entries of clocks not folded yet stay per
+  writer; a pull past the folded clocks (SSP's "whatever has arrived") gets the other writers'
+  entries of those clocks from it as before, so SSP freshness is unchanged. A folded clock's
+  per-writer entries stay as long as the log kept them before (until every other shard has
+  received them) and while their writer may still be served that clock folded (its own moves
+  to take out): a puller that holds part of a clock gets the rest per writer, and a pull with
+  a single other writer is that writer's entry (cheaper than a slice less one's own moves).
+  ``D_c`` is dropped once every puller has all of clock ``c``.
+
+Pulling by clock rather than "whatever arrived" makes BSP deterministic: the same seed and
+shard layout give the same run, on any number of workers. The actor also keeps the word part of
+the log-likelihood, Σ lgamma(n_wk + β) − lgamma(β), up to date incrementally (exact: each
+applied entry adds lgamma(new+β) − lgamma(old+β)), and snapshots it with its ``n_k`` part the
+moment every shard's push of a clock has arrived; under BSP this is exactly the table after
+that clock. :meth:`TableShard.info` counts the work of pulls (entries scanned, gathered and
+merged) so tests check that one pull's cost does not grow with the number of clients.
+
+Actor methods are vectorized and short: the hot paths are numba loops (``_kernels``), never
+``np.add.at``. Sync methods of all actors on one worker share one thread. Workers and the
+driver reach it through :class:`biglda.ps.client.TableClient`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from biglda.ps._kernels import (
+    add_coo,
+    apply_delta_ll,
+    fold,
+    gather,
+    lgamma_table,
+    merge_coo,
+    subtract_sorted,
+)
+from biglda.ps.protocol import NO_CLOCK
+
+_EMPTY = np.zeros(0, dtype=np.int32)
+
+
+@dataclass(frozen=True, eq=False)
+class LogEntry:
+    """One writer's applied push of one clock: local rows, topics, counts (int32) and its dk."""
+
+    writer: int
+    rows: np.ndarray
+    topics: np.ndarray
+    counts: np.ndarray
+    dk: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class FoldedClock:
+    """Every writer's delta of one clock, summed: ``D_c``.
+
+    ``row_ptr`` int64 [R + 1] (row ``r``'s entries are ``[row_ptr[r], row_ptr[r + 1])``),
+    ``topics``/``counts`` int32 [U] sorted by (row, topic), ``rows`` int64: the distinct rows
+    that changed, ``dk`` int64 [K].
+    """
+
+    row_ptr: np.ndarray
+    topics: np.ndarray
+    counts: np.ndarray
+    rows: np.ndarray
+    dk: np.ndarray
+
+
+class TableShard:
+    """Rows ``[row_start, row_stop)`` of ``n_wk`` and their part of ``n_k`` (a Dask actor).
+
+    Parameters
+    ----------
+    index, row_start, row_stop : which table shard and which global word ids it holds.
+    n_topics : K.  n_shards : number of worker (document) shards that push to it.
+    beta : the topic-word prior (for the incremental log-likelihood).
+
+    Examples
+    --------
+    >>> ps = TableShard(0, 0, 3, n_topics=2, n_shards=1, beta=0.1)
+    >>> ps.push(0, 0, np.array([1]), np.array([0]), np.array([2]))
+    True
+    >>> ps.push(0, 0, np.array([1]), np.array([0]), np.array([2]))  # repeated: ignored
+    False
+    >>> int(ps.n_wk[1, 0]), int(ps.n_k[0])
+    (2, 2)
+    """
+
+    def __init__(self, index: int, row_start: int, row_stop: int, n_topics: int,
+                 n_shards: int, beta: float) -> None:
+        self.index = int(index)
+        self.row_start = int(row_start)
+        self.row_stop = int(row_stop)
+        self.n_topics = int(n_topics)
+        self.n_shards = int(n_shards)
+        self.beta = float(beta)
+        self.n_wk = np.zeros((self.row_stop - self.row_start, self.n_topics), dtype=np.int32)
+        self.n_k = np.zeros(self.n_topics, dtype=np.int64)
+        self.row_ll = 0.0  # Σ over entries of lgamma(n + β) − lgamma(β)
+        self._lg = lgamma_table(self.beta)
+        self.applied = np.full(self.n_shards, NO_CLOCK, dtype=np.int64)  # last clock per shard
+        # per-writer entries by clock: the frontier (clocks not folded yet), and folded ones
+        # some reader lacks or whose writer may still be served them folded (see _trim)
+        self._log: dict[int, list[LogEntry]] = {}
+        self._folded: dict[int, FoldedClock] = {}  # D_c of folded clocks not yet everyone's
+        self._folded_upto = NO_CLOCK  # every clock <= this one is complete (may be folded)
+        # received[reader, writer]: newest clock of writer's deltas the reader acknowledged
+        self._received = np.full((self.n_shards, self.n_shards), NO_CLOCK, dtype=np.int64)
+        self._vocab: dict[int, np.ndarray] = {}  # reader -> its sorted local rows
+        self._masks: dict[int, np.ndarray] = {}
+        self._snap_clock = NO_CLOCK
+        self._snapshots: dict[int, tuple[float, np.ndarray]] = {}
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.n_pushes = 0
+        self.n_ignored = 0
+        # work counters (entries, not seconds): see info()
+        self.n_pulls = 0
+        self.fold_entries = 0      # pushed entries summed into folded clocks
+        self.pull_rows_probed = 0  # row_ptr lookups / mask tests to cut D_c slices
+        self.pull_gathered = 0     # D_c entries copied out
+        self.pull_log_scanned = 0  # per-writer log entries masked (frontier, partial clocks)
+        self.pull_merged = 0       # entries summed when a reply has several parts
+        self.pull_own = 0          # the puller's own entries taken out of D_c slices
+        self.pull_entries_out = 0  # (word, topic) entries sent
+
+    # -- pushes -------------------------------------------------------------------------
+    def push(self, shard: int, clock: int, words: np.ndarray, topics: np.ndarray,
+             counts: np.ndarray, log: bool = True) -> bool:
+        """Apply one shard's aggregated delta of one clock; return False if it was a repeat.
+
+        ``words`` are global word ids inside this actor's row range. ``log=False`` (the initial
+        recount) applies without logging: every shard attaches after all initial pushes.
+        """
+        shard, clock = int(shard), int(clock)
+        self.bytes_in += words.nbytes + topics.nbytes + counts.nbytes
+        if clock <= self.applied[shard]:
+            self.n_ignored += 1
+            return False
+        words = np.asarray(words)
+        if len(words) and (words.min() < self.row_start or words.max() >= self.row_stop):
+            raise ValueError(f"push to table shard {self.index} has word ids outside "
+                             f"[{self.row_start}, {self.row_stop})")
+        rows = (words - self.row_start).astype(np.int32, copy=False)
+        topics = np.asarray(topics).astype(np.int32, copy=False)
+        counts = np.asarray(counts).astype(np.int32, copy=False)
+        dk = np.zeros(self.n_topics, dtype=np.int64)
+        self.row_ll += apply_delta_ll(self.n_wk, rows, topics, counts, self.beta, self._lg, dk)
+        self.n_k += dk
+        self.applied[shard] = clock
+        self.n_pushes += 1
+        if log:
+            self._log.setdefault(clock, []).append(LogEntry(shard, rows, topics, counts, dk))
+        low = int(self.applied.min())
+        if low > self._snap_clock:
+            self._folded_upto = low  # complete: folded by the first pull that needs it
+            self._snap_clock = low
+            self._snapshots[low] = self._state_after(low)
+        return True
+
+    def _fold(self, clock: int) -> FoldedClock:
+        """``D_c`` of a complete clock, summed once (all its per-writer entries are logged
+        until then: the pull that asks lacks every one of them, see :meth:`_trim`)."""
+        d = self._folded.get(clock)
+        if d is None:
+            entries = self._log[clock]
+            rows = np.concatenate([e.rows for e in entries])
+            topics = np.concatenate([e.topics for e in entries])
+            counts = np.concatenate([e.counts for e in entries])
+            starts = np.cumsum([0] + [len(e.rows) for e in entries])
+            row_ptr, d_topics, d_counts = fold(rows, topics, counts, len(self.n_wk),
+                                               self.n_topics, starts)
+            self.fold_entries += len(rows)
+            d = FoldedClock(row_ptr, d_topics, d_counts, np.flatnonzero(np.diff(row_ptr)),
+                            np.sum([e.dk for e in entries], axis=0))
+            self._folded[clock] = d
+        return d
+
+    def _state_after(self, clock: int) -> tuple[float, np.ndarray]:
+        """``(row_ll, n_k part)`` of the table after every shard's clock ``clock`` and nothing later.
+
+        Under SSP faster shards may already have pushed later clocks; their deltas are still in
+        the per-writer log (not complete: the slowest shard has not pushed them), so they are
+        taken out and put back (exact integer arithmetic on the table; the LL of the cut is
+        computed on the way). This makes the reported joint LL that of one consistent state:
+        every shard after ``clock``.
+        """
+        later = [e for c in sorted(self._log) if c > clock for e in self._log[c]]
+        if not later:
+            return self.row_ll, self.n_k.copy()
+        ll = self.row_ll
+        n_k = self.n_k.copy()
+        scratch = np.zeros(self.n_topics, dtype=np.int64)
+        for e in reversed(later):
+            ll += apply_delta_ll(self.n_wk, e.rows, e.topics, -e.counts, self.beta, self._lg,
+                                 scratch)
+            n_k -= e.dk
+        for e in later:
+            apply_delta_ll(self.n_wk, e.rows, e.topics, e.counts, self.beta, self._lg, scratch)
+        return ll, n_k
+
+    # -- pulls --------------------------------------------------------------------------
+    def attach(self, shard: int, words: np.ndarray, upto: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Register a shard's vocabulary here; return its rows as of clock ``upto``.
+
+        ``words``: sorted unique global ids in this range. Returns ``(rows [n, K], n_k part,
+        received)``: the table without the deltas of clocks after ``upto`` (those come
+        with later pulls), so what a shard sees does not depend on when it asked — under BSP
+        the same seed and shard layout give the same run. ``received`` (int64 [n_shards]) is
+        what to pass to the next :meth:`pull`: ``upto``, or less for a writer that has not
+        pushed ``upto`` yet.
+        """
+        shard, upto = int(shard), int(upto)
+        rows = np.asarray(words, dtype=np.int64) - self.row_start
+        mask = np.zeros(len(self.n_wk), dtype=bool)
+        mask[rows] = True
+        self._masks[shard] = mask
+        self._vocab[shard] = rows
+        out = self.n_wk[rows]
+        n_k = self.n_k.copy()
+        local = None
+        for c in sorted(self._folded):
+            if c > upto:  # folded: one slice of D_c (its per-writer entries may be trimmed)
+                d = self._folded[c]
+                if local is None:
+                    local = np.full(len(self.n_wk), -1, dtype=np.int64)
+                    local[rows] = np.arange(len(rows))
+                r, t, k = gather(d.row_ptr, d.topics, d.counts, rows)
+                add_coo(out, local[r], t, -k)
+                n_k -= d.dk
+        for c in sorted(self._log):
+            if c > upto and c not in self._folded:  # not folded (yet): per writer
+                if local is None:
+                    local = np.full(len(self.n_wk), -1, dtype=np.int64)
+                    local[rows] = np.arange(len(rows))
+                for e in self._log[c]:
+                    keep = mask[e.rows]
+                    add_coo(out, local[e.rows[keep]], e.topics[keep], -e.counts[keep])
+                    n_k -= e.dk
+        # a writer that has not pushed ``upto`` yet (SSP) still owes its later clocks
+        received = np.minimum(self.applied, upto)
+        self._received[shard] = received
+        self.bytes_out += out.nbytes + n_k.nbytes
+        return out, n_k, received
+
+    def _others(self, shard: int, received: np.ndarray) -> np.ndarray:
+        return np.delete(received, shard)
+
+    def pull(self, shard: int, received: np.ndarray, upto: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Other shards' deltas of clocks in ``(received[writer], upto]``, on this shard's rows.
+
+        Returns ``(received', words (global), topics, counts, dk)``, merged (each (word, topic)
+        once); ``dk`` is the change of this actor's ``n_k`` part (all rows, not only the
+        shard's). Folded clocks the shard holds nothing of come as slices of ``D_c`` less its
+        own entries; clocks it holds in part and clocks not folded yet, per writer.
+        ``received`` is the shard's own record of what it has, so a retried pull returns the
+        same again and loses nothing; it also acknowledges those deltas, which lets the log be
+        trimmed. Pushes of one writer arrive in clock order, so everything of a writer up to
+        the newest clock returned has been delivered.
+        """
+        shard, upto = int(shard), int(upto)
+        received = np.asarray(received, dtype=np.int64).copy()
+        mask = self._masks.get(shard)
+        if mask is None:
+            raise RuntimeError(f"shard {shard} pulled from table shard {self.index} before attach")
+        np.maximum(self._received[shard], received, out=self._received[shard])
+        self.n_pulls += 1
+        others = self._others(shard, received)
+        lo = int(others.max()) if len(others) else int(received[shard])
+        hi = max(lo, min(self._folded_upto, upto))
+        dk = np.zeros(self.n_topics, dtype=np.int64)
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        if len(others):  # (a single writer has nothing to receive but its own moves)
+            vocab = self._vocab[shard]
+            for c in sorted(c for c in self._log if lo < c <= hi):
+                # the shard has no writer's c, so every writer's entry is still logged
+                theirs = [e for e in self._log[c] if e.writer != shard]
+                if len(theirs) == 1:  # one other writer: its entry is the answer
+                    e = theirs[0]
+                    keep = mask[e.rows]
+                    self.pull_log_scanned += len(e.rows)
+                    parts.append((e.rows[keep], e.topics[keep], e.counts[keep]))
+                    dk += e.dk
+                    continue
+                d = self._fold(c)
+                if len(vocab) <= len(d.rows):  # cut by the vocabulary through row_ptr
+                    sel = vocab
+                else:  # or the changed rows by the mask: whichever is shorter
+                    sel = d.rows[mask[d.rows]]
+                self.pull_rows_probed += min(len(vocab), len(d.rows))
+                part = gather(d.row_ptr, d.topics, d.counts, sel)
+                self.pull_gathered += len(part[0])
+                dk += d.dk
+                own = [e for e in self._log[c] if e.writer == shard]
+                if own:  # its own moves are in its cache already: out of the slice
+                    e = own[0]
+                    keep = mask[e.rows]  # (all of them, unless it pushed foreign words)
+                    part = subtract_sorted(*part, e.rows[keep], e.topics[keep],
+                                           e.counts[keep], self.n_topics)
+                    self.pull_own += len(e.rows)
+                    dk -= e.dk
+                else:  # D_c keeps net zeros (see fold): none goes on the wire
+                    nonzero = part[2] != 0
+                    part = (part[0][nonzero], part[1][nonzero], part[2][nonzero])
+                parts.append(part)
+            had = received.copy()
+            if hi > lo:  # then upto >= hi: the clocks held in part (<= lo) come below
+                np.maximum(received, hi, out=received)
+            # clocks held in part (folded or not: the entries are kept, see _trim) and the
+            # frontier: other writers' entries the shard does not have yet
+            least = int(others.min())  # clocks <= this one it has from every writer
+            for c in sorted(c for c in self._log
+                            if c <= upto and (c > hi or least < c <= lo)):
+                for e in self._log[c]:
+                    if e.writer == shard or had[e.writer] >= c:
+                        continue
+                    keep = mask[e.rows]
+                    self.pull_log_scanned += len(e.rows)
+                    parts.append((e.rows[keep], e.topics[keep], e.counts[keep]))
+                    dk += e.dk
+                    received[e.writer] = max(received[e.writer], c)
+        if len(parts) > 1:  # slices of one D_c or one push are unique (row, topic) already
+            rows = np.concatenate([p[0] for p in parts])
+            self.pull_merged += len(rows)
+            rows, topics, counts = merge_coo(rows, np.concatenate([p[1] for p in parts]),
+                                             np.concatenate([p[2] for p in parts]),
+                                             self.n_topics)
+        elif parts:
+            rows, topics, counts = parts[0]
+        else:
+            rows = topics = counts = _EMPTY
+        self._trim()
+        words = rows + np.int32(self.row_start)
+        self.pull_entries_out += len(words)
+        self.bytes_out += words.nbytes + topics.nbytes + counts.nbytes + dk.nbytes
+        return received, words, topics, counts, dk
+
+    def _trim(self) -> None:
+        """Drop what nobody needs any more: ``D_c`` once every puller has all of clock ``c``; a
+        folded clock's per-writer entry once every other shard has it and its writer can no
+        longer be served that clock folded (it acknowledged some other writer's ``c``).
+
+        Acknowledged, not sent: a reply may be lost and the pull retried with the older
+        ``received``, which must find the same entries."""
+        got = self._received.copy()
+        top = np.iinfo(np.int64).max
+        np.fill_diagonal(got, top)
+        low = got.min(axis=0)  # per writer: the clock every reader has
+        everyone = int(low.min())
+        np.fill_diagonal(got, np.iinfo(np.int64).min)
+        # per writer as a reader: its pulls serve folded only clocks after this one
+        past = got.max(axis=1) if self.n_shards > 1 else np.full(1, top)
+        for c in [c for c in self._folded if c <= everyone]:
+            del self._folded[c]
+        for c in [c for c in self._log if c <= self._folded_upto]:
+            kept = [e for e in self._log[c] if c > low[e.writer] or c > past[e.writer]]
+            if kept:
+                self._log[c] = kept
+            else:
+                del self._log[c]
+        # clocks not complete stay: the slowest shard's snapshot and the folds need them
+
+    # -- read-outs ----------------------------------------------------------------------
+    def snapshot(self, clock: int) -> tuple[float, np.ndarray] | None:
+        """``(row_ll, n_k part)`` when every shard's push of ``clock`` had arrived (popped)."""
+        snap = self._snapshots.pop(int(clock), None)
+        for c in [c for c in self._snapshots if c < int(clock)]:
+            del self._snapshots[c]
+        return snap
+
+    def table(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(row_start, n_wk rows, n_k part)`` — the whole shard (final model, tests)."""
+        return self.row_start, self.n_wk.copy(), self.n_k.copy()
+
+    def top_words(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``n`` largest rows of each topic here: ``(global word ids, counts)``, both [n, K]."""
+        n = min(int(n), len(self.n_wk))
+        if n == 0:
+            return np.zeros((0, self.n_topics), np.int64), np.zeros((0, self.n_topics), np.int32)
+        idx = np.argpartition(-self.n_wk, n - 1, axis=0)[:n]
+        counts = np.take_along_axis(self.n_wk, idx, axis=0)
+        return idx.astype(np.int64) + self.row_start, counts
+
+    def info(self) -> dict[str, Any]:
+        """Counters: bytes in/out, pushes applied/ignored, log length, applied clocks, and the
+        work of pulls in entries (``fold_entries``: pushed entries summed into folded clocks;
+        per pull: ``pull_rows_probed``, ``pull_gathered``, ``pull_log_scanned``,
+        ``pull_merged``, ``pull_own``, ``pull_entries_out``)."""
+        return {"index": self.index, "rows": [self.row_start, self.row_stop],
+                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+                "pushes": self.n_pushes, "ignored": self.n_ignored,
+                "log_entries": sum(len(v) for v in self._log.values()),
+                "folded_clocks": len(self._folded), "folded_upto": self._folded_upto,
+                "applied": self.applied.tolist(),
+                "row_ll": self.row_ll, "nbytes": int(self.n_wk.nbytes),
+                "pulls": self.n_pulls, "fold_entries": self.fold_entries,
+                "pull_rows_probed": self.pull_rows_probed,
+                "pull_gathered": self.pull_gathered, "pull_log_scanned": self.pull_log_scanned,
+                "pull_merged": self.pull_merged, "pull_own": self.pull_own,
+                "pull_entries_out": self.pull_entries_out}
