@@ -82,7 +82,7 @@ def count_cooccurrence(
     n_words: int,
     pairs: np.ndarray,
     window: int | None = None,
-) -> tuple[np.ndarray, np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Window counts of words and word pairs.
 
     Parameters

@@ -79,8 +79,11 @@ class CorpusPart:
     token_stop: int
     doc_ptr: np.ndarray  # int64, local offsets of the part's documents
 
-    def load(self, id_map: np.ndarray) -> Docs:
+    def load(self, id_map: np.ndarray | None) -> Docs:
         tokens = self.corpus.read_tokens(self.token_start, self.token_stop)
+        if id_map is None:  # the corpus has the model's vocabulary
+            ptr = np.asarray(self.doc_ptr, dtype=np.int64)
+            return Docs(np.asarray(tokens, dtype=np.int32), ptr - ptr[0], 0)
         return remap(tokens, self.doc_ptr, id_map)
 
 

@@ -40,6 +40,8 @@ class NotFittedError(ConfigError, ValueError, AttributeError):
 
 
 class _ParamsBase:
+    _n_features_out: int  # the fitted estimator's K (a property of LDA)
+
     """scikit-learn's parameter protocol (clone, grid search) without depending on it."""
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:

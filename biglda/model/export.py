@@ -61,7 +61,7 @@ def write_atomic(out: str, write: Callable[[IO[bytes]], None], *, overwrite: boo
     return out
 
 
-def _text(write_text: Callable[[IO[str]], None]) -> Callable[[IO[bytes]], None]:
+def _text(write_text: Callable[[IO[str]], object]) -> Callable[[IO[bytes]], None]:
     def write(f: IO[bytes]) -> None:
         buf = io.StringIO()
         write_text(buf)

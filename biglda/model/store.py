@@ -78,7 +78,7 @@ def save_model(
                 n_tokens += int(block.sum())
             if start != n_docs:
                 raise ValueError(f"n_dk blocks cover {start} documents, expected {n_docs}")
-        meta = {
+        meta: dict[str, Any] = {
             "format": MODEL_FORMAT,
             "format_version": MODEL_FORMAT_VERSION,
             "n_topics": int(n_topics),

@@ -131,11 +131,11 @@ class TopicModel:
         from biglda.model.store import open_model_group
 
         path = str(path)
-        g = open_model_group(path)
-        attrs = dict(g.attrs)
+        g: Any = open_model_group(path)  # zarr's types do not know the members are arrays
+        attrs: dict[str, Any] = dict(g.attrs)
         n_wk = np.asarray(g["n_wk"][:])
         model = cls(n_wk, g["n_dk"], g["vocab"][:], g["doc_ids"][:], attrs.get("alpha"),
-                    attrs.get("beta"), attrs, url=path)
+                    attrs["beta"], attrs, url=path)
         if attrs.get("n_topics") != model.n_topics or attrs.get("n_words") != model.n_words:
             raise FormatError(f"{path}: attrs say K={attrs.get('n_topics')}, "
                               f"V={attrs.get('n_words')} but n_wk is {n_wk.shape}")

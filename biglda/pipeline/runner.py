@@ -32,6 +32,13 @@ class StageResult:
 Event = Callable[[str, Stage, dict[str, Any]], None]
 
 
+def _progress(emit: Any, st: Stage) -> Any:
+    """The stage's progress callback: each line of text becomes a ``progress`` event."""
+    def note(text: str) -> None:
+        emit("progress", st, {"text": text})
+    return note
+
+
 def run_pipeline(p: Pipeline, *, force: bool = False, stages: Iterable[str] | None = None,
                  on_event: Event | None = None) -> list[StageResult]:
     """Run the stages of ``p`` that are not up to date, in order; return what happened.
@@ -111,7 +118,7 @@ def _run_selected(p: Pipeline, selected: set[str], force: bool, emit: Event) -> 
         why = "forced" if force else why
         emit("start", st, {"reason": why})
         t0 = time.perf_counter()
-        summary = _run_stage(p, st, lambda text, st=st: emit("progress", st, {"text": text}))
+        summary = _run_stage(p, st, _progress(emit, st))
         seconds = time.perf_counter() - t0
         emit("done", st, {"seconds": seconds, "summary": summary})
         results.append(StageResult(st.name, st.kind, "ran", why, seconds, summary))
