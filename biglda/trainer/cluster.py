@@ -57,6 +57,9 @@ def connect(scheduler: Any = None, workers: int | None = None, threads_per_worke
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} within "
                                f"{timeout:g} s ({type(exc).__name__})") from None
+        except (ValueError, TypeError) as exc:  # not an address: "unknown address scheme"
+            raise ClusterError(f"cannot connect to the Dask scheduler {scheduler!r}: "
+                               f"{exc}") from None
         try:
             yield client
         finally:
