@@ -269,6 +269,9 @@ def test_stop_reason_tol(corpus_url, tmp_path, capsys):
     assert main(["train", corpus_url, "--out", out, "-k", "4", "--workers", "1",
                  "--iterations", "50", "--tol", "1", "--checkpoint-every", "0"]) == 0
     printed = capsys.readouterr().out
-    n = len(open_model_group(out).attrs["history"])
-    assert n < 50 and f"stopped: --tol 1 reached at iteration {n} (" in printed
+    # the stop reaches the shards a few clocks later (they may run ahead of the driver)
+    attrs = open_model_group(out).attrs
+    n = len(attrs["history"])
+    assert attrs["stop_reason"] == "tol"
+    assert f"stopped: --tol 1 reached at iteration {n} (" in printed
     assert "checkpoint" not in printed.split("model written")[1]
