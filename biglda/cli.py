@@ -283,7 +283,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("train", help="train an LDA model on Dask",
                        description="Train an LDA model on a corpus.zarr with an embedded "
-                                   "LocalCluster (default) or a Dask scheduler (--scheduler).")
+                                   "LocalCluster (default) or a Dask scheduler (--scheduler). "
+                                   "The checkpoint next to --out (MODEL.checkpoint.zarr) is "
+                                   "kept: the same command with --resume continues a stopped "
+                                   "run, and with --resume --overwrite and a larger "
+                                   "--iterations it continues a finished model.")
     p.add_argument("corpus", metavar="CORPUS.zarr", help="corpus made by `biglda ingest`")
     p.add_argument("--out", required=True, metavar="MODEL.zarr", help="where to write the model")
     p.add_argument("--metrics", default=None, metavar="metrics.jsonl",
