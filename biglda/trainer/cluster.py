@@ -129,7 +129,8 @@ def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
     # numba state a fork could break (the worker imports numba after the fork)
     with dask.config.set({**EMBEDDED_MEMORY_CONFIG,
                           "distributed.worker.multiprocessing-method": "fork"}):
-        config = dask.config.serialize(dask.config.global_config)
+        inherited = {k: v for k, v in dask.config.global_config.items() if k != "logging"}
+        config = dask.config.serialize(inherited)
     common = {"memory_limit": int(MEMORY_LIMIT // max(1, n_total)), "config": config,
               "timeout": timeout}
     nanny = _nanny_process_class()
@@ -205,8 +206,10 @@ def _nanny_process_class() -> type:
                 "name": self.name, "host": "127.0.0.1", "death_timeout": self.timeout,
                 "preload_nanny": ["biglda.trainer.cluster_preload"],
                 "silence_logs": logging.WARNING, **self.opts}}
-            env = {**os.environ, **self.env, DRIVER_PID: str(os.getpid()),
-                   "DASK_INTERNAL_INHERIT_CONFIG": self.config}
+            # the nanny and its worker log warnings and errors only, as a LocalCluster's
+            # (silence_logs), unless the environment says otherwise
+            env = {"DASK_LOGGING__DISTRIBUTED": "warning", **os.environ, **self.env,
+                   DRIVER_PID: str(os.getpid()), "DASK_INTERNAL_INHERIT_CONFIG": self.config}
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "dask", "spec", self.scheduler_address,
                 "--spec", json.dumps(spec), env=env, stdin=subprocess.DEVNULL,
