@@ -1,8 +1,9 @@
 """The Dask cluster of a run: connect or start one, watch its workers, catch SIGINT.
 
 :func:`connect` gives a client: the caller's, one connected to a scheduler address, or an
-embedded ``LocalCluster`` (one worker per core, or one per GPU). The embedded workers ignore
-SIGINT, so a Ctrl-C reaches the driver only, which stops cleanly with a checkpoint
+embedded cluster (:func:`start_local_cluster`: one worker per core, or one per GPU, each a
+nanny process of its own that never re-imports the caller's ``__main__``). The embedded
+workers ignore SIGINT, so a Ctrl-C reaches the driver only, which stops cleanly with a checkpoint
 (:func:`interrupt_flag`). :func:`check_workers` and friends tell the driver that a worker it
 uses left the cluster (:class:`biglda.errors.WorkerLost`), the start of a recovery.
 """
@@ -38,7 +39,7 @@ EMBEDDED_MEMORY_CONFIG = {
 @contextlib.contextmanager
 def connect(scheduler: Any = None, workers: int | None = None, threads_per_worker: int = 1,
             timeout: float = 10.0, backend: str = "cpu") -> Iterator[Any]:
-    """A client: the given one, one connected to ``scheduler``, or an embedded LocalCluster.
+    """A client: the given one, one connected to ``scheduler``, or an embedded cluster.
 
     The embedded cluster has ``workers`` CPU workers (default one per core). With
     ``backend`` "gpu" or "auto" and CUDA devices here (a real GPU: the simulator does not
