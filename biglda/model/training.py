@@ -238,6 +238,7 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
         except OSError as exc:  # a full disk, a folder gone read-only: one line
             if exc.errno not in _WRITE_ERRORS:
                 raise
+            _drop_uncommitted_checkpoint(out, cfg)
             raise BigLDAError(f"cannot write {out}: {exc.strerror or exc}") from None
         finally:
             emit(end_record(run_id, time.time() - t0, status, out))
@@ -262,6 +263,24 @@ def _check_writable(out: str) -> None:
         raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise BigLDAError(f"cannot write {out}: Permission denied")
+
+
+def _drop_uncommitted_checkpoint(out: str, cfg: Any) -> None:
+    """Remove the checkpoint store of a run that failed before committing any clock (it
+    cannot be resumed from); a committed one stays for ``--resume``."""
+    import contextlib
+
+    import zarr
+
+    from biglda.io import remove
+    from biglda.trainer import checkpoint as ckpt
+
+    if not cfg.checkpoint_every or cfg.resume:
+        return
+    url = ckpt.checkpoint_url(out)
+    with contextlib.suppress(Exception):
+        if int(zarr.open_group(url, mode="r").attrs.get("clock", -1)) < 0:
+            remove(url)
 
 
 def _run_and_save(client: Any, corpus: str, corpus_obj: Any, out: str, cfg: Any, emit: Any,

@@ -275,3 +275,25 @@ def test_stop_reason_tol(corpus_url, tmp_path, capsys):
     assert attrs["stop_reason"] == "tol"
     assert f"stopped: --tol 1 reached at iteration {n} (" in printed
     assert "checkpoint" not in printed.split("model written")[1]
+
+
+def test_full_disk_on_a_real_tiny_filesystem_during_train(corpus_url, tmp_path, capsys):
+    """A 12 KiB tmpfs: the first checkpoint (written by a worker) fills it."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(where)],
+                              capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        pytest.skip("no mount command")
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        out = str(where / "m.zarr")
+        rc = main(["-q", "train", corpus_url, "--out", out, "-k", "4", "--iterations", "2",
+                   "--workers", "1", "--checkpoint-every", "1"])
+        err = capsys.readouterr().err
+        assert rc == 2 and err == f"biglda: error: cannot write {out}: No space left on device\n"
+        assert os.listdir(where) == []  # no model, no checkpoint that cannot be resumed
+    finally:
+        subprocess.run(["umount", str(where)], capture_output=True, timeout=20)
