@@ -283,7 +283,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("train", help="train an LDA model on Dask",
                        description="Train an LDA model on a corpus.zarr with an embedded "
-                                   "LocalCluster (default) or a Dask scheduler (--scheduler).")
+                                   "LocalCluster (default) or a Dask scheduler (--scheduler). "
+                                   "The checkpoint next to --out (MODEL.checkpoint.zarr) is "
+                                   "kept: the same command with --resume continues a stopped "
+                                   "run, and with --resume --overwrite and a larger "
+                                   "--iterations it continues a finished model.")
     p.add_argument("corpus", metavar="CORPUS.zarr", help="corpus made by `biglda ingest`")
     p.add_argument("--out", required=True, metavar="MODEL.zarr", help="where to write the model")
     p.add_argument("--metrics", default=None, metavar="metrics.jsonl",
@@ -325,15 +329,22 @@ def _flag_message(exc: Any) -> str:
 class _TrainProgress:
     """Receives metrics records: the progress bar, the prints, and metrics.jsonl."""
 
-    def __init__(self, total: int, quiet: bool, metrics: str | None) -> None:
+    def __init__(self, total: int, quiet: bool, metrics: str | None, append: bool = False,
+                 tty: bool | None = None, every_s: float = 5.0) -> None:
         from biglda.trainer.metrics import JsonlSink
 
         self.total, self.quiet = total, quiet
         self.iterations: list[dict] = []
         self.rebalances: list[dict] = []
-        self._metrics = JsonlSink(metrics)
+        # a resumed run adds to the metrics of the run it continues
+        self._metrics = JsonlSink(metrics, append=append)
         self._progress = None
         self._task = None
+        # outside a terminal (nohup, a batch job's log, CI) a bar is invisible until the end:
+        # a plain line every ``every_s`` seconds instead
+        self.tty = sys.stderr.isatty() if tty is None else tty
+        self.every_s = every_s
+        self._last_line = 0.0
 
     def __call__(self, rec: dict) -> None:
         self._metrics(rec)
@@ -357,6 +368,8 @@ class _TrainProgress:
                     f"{b} on {n} worker{'s' if n != 1 else ''}" for b, n in counts.items())
                     + ("; shards balanced by measured throughput" if rec.get("balance")
                        else ""), flush=True)
+        elif kind == "iteration" and not self.tty:
+            self._line(rec)
         elif kind == "iteration":
             if self._progress is None:
                 self._start_bar()
@@ -364,6 +377,18 @@ class _TrainProgress:
                 self._task, completed=rec["iteration"],
                 ll=f"{rec['ll_per_token']:.4f}", tps=_si(rec["tokens_per_s"]),
                 eta=f"{rec['eta_s']:.0f}s")
+
+    def _line(self, rec: dict) -> None:
+        """One progress line on stderr, at most every ``every_s`` s (and the last one)."""
+        import time
+
+        now = time.monotonic()
+        if now - self._last_line < self.every_s and rec["iteration"] < self.total:
+            return
+        self._last_line = now
+        print(f"iteration {rec['iteration']}/{self.total}  LL/token {rec['ll_per_token']:.4f}  "
+              f"{_si(rec['tokens_per_s'])} tokens/s  ETA {rec['eta_s']:.0f}s",
+              file=sys.stderr, flush=True)
 
     def _start_bar(self) -> None:
         from rich.console import Console
@@ -424,7 +449,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             max(logging.getLogger().getEffectiveLevel(), logging.WARNING))
     try:
         cfg = TrainConfig.from_settings(**_train_settings(args))
-        progress = _TrainProgress(cfg.iterations, args.quiet, args.metrics)
+        progress = _TrainProgress(cfg.iterations, args.quiet, args.metrics, append=cfg.resume)
         try:
             out = train_to_store(args.corpus, args.out, cfg, on_record=progress)
         finally:
@@ -435,7 +460,34 @@ def _cmd_train(args: argparse.Namespace) -> int:
         for line in progress.summary():
             print(line)
         print(f"model written to {out}")
+        for line in _stop_lines(args, out, cfg):
+            print(line)
     return 0
+
+
+def _stop_lines(args: argparse.Namespace, out: str, cfg: Any) -> list[str]:
+    """Why training stopped, and what the leftover checkpoint is for."""
+    from biglda.io import exists
+    from biglda.model.store import open_model_group
+    from biglda.trainer import checkpoint as ckpt
+
+    attrs = open_model_group(out).attrs
+    history = attrs.get("history") or []
+    last = int(history[-1]["iteration"]) if history else 0
+    reason = attrs.get("stop_reason", "iterations")
+    if reason == "tol":
+        lines = [f"stopped: --tol {cfg.tol:g} reached at iteration {last} (LL/token changed "
+                 f"by less than that fraction)"]
+    elif reason == "max_seconds":
+        lines = [f"stopped: --max-seconds {cfg.max_seconds:g} reached at iteration {last}"]
+    else:
+        lines = [f"stopped: all {last} iterations done"]
+    url = ckpt.checkpoint_url(out) if cfg.checkpoint_every else None
+    if url is not None and exists(url):
+        lines.append(f"checkpoint {url} kept: to continue this model, run the same command "
+                     f"with --resume --overwrite --iterations N (N > {last}); delete it when "
+                     f"no more iterations are wanted")
+    return lines
 
 
 class _CliError(BigLDAError):

@@ -9,8 +9,10 @@ to a scheduler or starts an embedded ``LocalCluster``, runs
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import sys
 import tempfile
 import time
 import uuid
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from biglda.errors import InputError, Interrupted
+from biglda.errors import BigLDAError, InputError, Interrupted
 from biglda.model.topic_model import TopicModel
 
 log = logging.getLogger("biglda.train")
@@ -35,20 +37,33 @@ def _corpus_url(corpus: Any) -> str:
 
 
 def train(corpus: Any, out: str | None = None, config: Any = None, *, on_record: Any = None,
+          progress: bool | None = None, ingest: dict | None = None,
           **overrides: Any) -> TopicModel:
     """Train LDA on a corpus with the Dask trainer and return the model.
 
+    Works from a plain script (no ``if __name__ == "__main__":`` guard needed), from
+    ``python -c`` and from a notebook: the embedded cluster's workers never re-import the
+    caller's ``__main__``.
+
     Parameters
     ----------
-    corpus : Corpus or str
-        A :class:`biglda.corpus.Corpus` or the URL of a ``corpus.zarr``.
+    corpus : Corpus, str or iterable of str
+        A :class:`biglda.corpus.Corpus`, the URL of a ``corpus.zarr``, or the texts
+        themselves (a list or any iterable of strings, for small corpora): they are
+        ingested to a temporary ``corpus.zarr`` first, with ``ingest`` as the options of
+        :func:`biglda.corpus.ingest` (default: its defaults, e.g. ``min_df=5``).
     out : str, optional
         Where to write ``model.zarr`` (any fsspec URL). Default: a new temporary
-        directory (kept: the model reads its doc-topic table from it lazily).
+        directory, kept (the model reads its doc-topic table from it lazily) and named in
+        a log line; a failed call removes it.
     config : biglda.trainer.config.TrainConfig, optional
         The settings; ``overrides`` replace some of them.
     on_record : callable or list of callables, optional
         Receive every metrics record (docs/contracts.md).
+    progress : bool, optional
+        Show a progress bar (tqdm if installed, else rich). Default: in a notebook only.
+    ingest : dict, optional
+        Options of :func:`biglda.corpus.ingest` when ``corpus`` is texts.
     **overrides
         Settings by name (:class:`biglda.trainer.config.TrainConfig`): ``n_topics`` (needed
         unless ``config`` has it), ``iterations``, ``sampler``, ``sampler_params``, ``alpha``,
@@ -59,12 +74,126 @@ def train(corpus: Any, out: str | None = None, config: Any = None, *, on_record:
     --------
     >>> model = biglda.train("runs/demo/corpus.zarr", n_topics=20)  # doctest: +SKIP
     >>> model.top_words(0)  # doctest: +SKIP
+    >>> model = biglda.train(["a text about cats", "one about dogs"], n_topics=2,
+    ...                      ingest={"min_df": 1})  # doctest: +SKIP
     """
-    url = _corpus_url(corpus)
-    if out is None:
-        out = os.path.join(tempfile.mkdtemp(prefix="biglda-model-"), "model.zarr")
-    path = train_to_store(url, out, config, on_record=on_record, **overrides)
-    return TopicModel.load(path)
+    import shutil
+
+    texts = _texts_of(corpus)
+    kept = None if out is not None else tempfile.mkdtemp(prefix="biglda-model-")
+    scratch = tempfile.mkdtemp(prefix="biglda-corpus-") if texts is not None else None
+    callbacks = list(on_record) if isinstance(on_record, list | tuple) else (
+        [on_record] if on_record is not None else [])
+    bar = _progress_bar(progress)
+    if bar is not None:
+        callbacks.append(bar)
+    try:
+        if texts is not None:
+            url = _ingest_texts(texts, os.path.join(scratch, "corpus.zarr"), ingest or {})
+        else:
+            url = _corpus_url(corpus)
+        path = train_to_store(url, out if out is not None else os.path.join(kept, "model.zarr"),
+                              config, on_record=callbacks or None, **overrides)
+        model = TopicModel.load(path)
+    except BaseException:
+        if kept is not None:  # a failed call leaves no empty model folder behind
+            shutil.rmtree(kept, ignore_errors=True)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if kept is not None:
+        log.warning("biglda.train: model kept at %s (pass out= to choose where)", path)
+    return model
+
+
+def _texts_of(corpus: Any) -> list[str] | None:
+    """The texts of ``corpus`` when it is an iterable of strings (else None: a store)."""
+    if isinstance(corpus, str | bytes | os.PathLike) or hasattr(corpus, "url"):
+        return None
+    if not hasattr(corpus, "__iter__"):
+        return None
+    texts = list(corpus)
+    bad = next((t for t in texts if not isinstance(t, str)), None)
+    if bad is not None:
+        raise InputError(f"texts must be strings, got a {type(bad).__name__}")
+    if not texts:
+        raise InputError("no texts to train on (an empty iterable)")
+    return texts
+
+
+def _ingest_texts(texts: list[str], url: str, options: dict) -> str:
+    """Write ``texts`` as a JSONL file and ingest it to ``url``; return ``url``."""
+    import json
+
+    from biglda.corpus.ingest import ingest
+
+    path = os.path.join(os.path.dirname(url), "texts.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+        for i, text in enumerate(texts):
+            f.write(json.dumps({"id": i, "text": text}) + "\n")
+    ingest(path, url, **{"format": "jsonl", "jobs": 1, **options})
+    os.remove(path)
+    return url
+
+
+def _in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (IPython's ``ZMQInteractiveShell``)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def _progress_bar(progress: bool | None) -> Any:
+    """A metrics-record callback drawing a progress bar, or None (``progress`` False, or
+    None outside a notebook)."""
+    if progress is None:
+        progress = _in_notebook()
+    return _ProgressBar() if progress else None
+
+
+class _ProgressBar:
+    """Iterations done, LL/token and tokens/s from the records: tqdm (``tqdm.auto``: a
+    widget in a notebook) when installed, else rich."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._rich: Any = None
+
+    def __call__(self, rec: dict) -> None:
+        kind = rec.get("type")
+        if kind == "start":
+            self._open(int((rec.get("config") or {}).get("iterations") or 0) or None)
+        elif kind == "iteration" and (self._bar is not None or self._rich is not None):
+            desc = f"LL/token {rec['ll_per_token']:.4f}, {rec['tokens_per_s']:,.0f} tokens/s"
+            if self._bar is not None:
+                self._bar.n = int(rec["iteration"])
+                self._bar.set_postfix_str(desc, refresh=False)
+                self._bar.refresh()
+            else:
+                progress, task = self._rich
+                progress.update(task, completed=int(rec["iteration"]), description=desc)
+
+    def _open(self, total: int | None) -> None:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            from rich.progress import Progress
+
+            progress = Progress()
+            self._rich = (progress, progress.add_task("training", total=total))
+            progress.start()
+        else:
+            self._bar = tqdm(total=total, desc="training", unit="it")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        if self._rich is not None:
+            self._rich[0].stop()
+        self._bar = self._rich = None
 
 
 def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any = None,
@@ -83,6 +212,7 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
     cfg = TrainConfig.from_settings(config, **overrides)
     log.info("training K=%d on %s -> %s", cfg.n_topics, corpus, out)
     corpus_obj = validate(corpus, out, cfg)
+    _check_writable(out)  # before a cluster starts
     if cfg.backend == "gpu" and cfg.scheduler is None:  # the embedded workers are this machine's
         from biglda.samplers.backends import require_gpu
 
@@ -105,9 +235,52 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
         except Interrupted:
             status = "interrupted"
             raise
+        except OSError as exc:  # a full disk, a folder gone read-only: one line
+            if exc.errno not in _WRITE_ERRORS:
+                raise
+            _drop_uncommitted_checkpoint(out, cfg)
+            raise BigLDAError(f"cannot write {out}: {exc.strerror or exc}") from None
         finally:
             emit(end_record(run_id, time.time() - t0, status, out))
     return out
+
+
+# errno values of a write that cannot succeed (as opposed to a bug): full disk, quota,
+# read-only filesystem, no permission, a file where a folder should be
+_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                 errno.ENOTDIR, errno.EFBIG}
+
+
+def _check_writable(out: str) -> None:
+    """Fail before any work when a local ``out`` cannot be written; its folder is made
+    (``out`` and its checkpoint sibling live there). Remote stores: the first write says."""
+    if "://" in out and not out.startswith("file://"):
+        return
+    folder = os.path.dirname(os.path.abspath(out.removeprefix("file://")))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BigLDAError(f"cannot write {out}: Permission denied")
+
+
+def _drop_uncommitted_checkpoint(out: str, cfg: Any) -> None:
+    """Remove the checkpoint store of a run that failed before committing any clock (it
+    cannot be resumed from); a committed one stays for ``--resume``."""
+    import contextlib
+
+    import zarr
+
+    from biglda.io import remove
+    from biglda.trainer import checkpoint as ckpt
+
+    if not cfg.checkpoint_every or cfg.resume:
+        return
+    url = ckpt.checkpoint_url(out)
+    with contextlib.suppress(Exception):
+        if int(zarr.open_group(url, mode="r").attrs.get("clock", -1)) < 0:
+            remove(url)
 
 
 def _run_and_save(client: Any, corpus: str, corpus_obj: Any, out: str, cfg: Any, emit: Any,

@@ -1,8 +1,9 @@
 """The Dask cluster of a run: connect or start one, watch its workers, catch SIGINT.
 
 :func:`connect` gives a client: the caller's, one connected to a scheduler address, or an
-embedded ``LocalCluster`` (one worker per core, or one per GPU). The embedded workers ignore
-SIGINT, so a Ctrl-C reaches the driver only, which stops cleanly with a checkpoint
+embedded cluster (:func:`start_local_cluster`: one worker per core, or one per GPU, each a
+nanny process of its own that never re-imports the caller's ``__main__``). The embedded
+workers ignore SIGINT, so a Ctrl-C reaches the driver only, which stops cleanly with a checkpoint
 (:func:`interrupt_flag`). :func:`check_workers` and friends tell the driver that a worker it
 uses left the cluster (:class:`biglda.errors.WorkerLost`), the start of a recovery.
 """
@@ -10,6 +11,7 @@ uses left the cluster (:class:`biglda.errors.WorkerLost`), the start of a recove
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -37,7 +39,7 @@ EMBEDDED_MEMORY_CONFIG = {
 @contextlib.contextmanager
 def connect(scheduler: Any = None, workers: int | None = None, threads_per_worker: int = 1,
             timeout: float = 10.0, backend: str = "cpu") -> Iterator[Any]:
-    """A client: the given one, one connected to ``scheduler``, or an embedded LocalCluster.
+    """A client: the given one, one connected to ``scheduler``, or an embedded cluster.
 
     The embedded cluster has ``workers`` CPU workers (default one per core). With
     ``backend`` "gpu" or "auto" and CUDA devices here (a real GPU: the simulator does not
@@ -56,6 +58,9 @@ def connect(scheduler: Any = None, workers: int | None = None, threads_per_worke
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} within "
                                f"{timeout:g} s ({type(exc).__name__})") from None
+        except (ValueError, TypeError) as exc:  # not an address: "unknown address scheme"
+            raise ClusterError(f"cannot connect to the Dask scheduler {scheduler!r}: "
+                               f"{exc}") from None
         try:
             yield client
         finally:
@@ -101,47 +106,130 @@ def local_gpus(backend: str) -> int:
 def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
                         single_envs: list[dict[str, str]] | None = None,
                         cpu_env: dict[str, str] | None = None, timeout: float = 60.0) -> Any:
-    """A process ``LocalCluster`` on loopback: ``n_workers`` workers, plus one single-thread
+    """The embedded cluster on loopback: ``n_workers`` workers, plus one single-thread
     worker per environment in ``single_envs`` (a GPU worker: ``CUDA_VISIBLE_DEVICES``; in the
     tests, a worker on the CUDA simulator: ``NUMBA_ENABLE_CUDASIM=1``).
 
-    The environment reaches the worker process before it imports numba (the nanny sets it
-    when it spawns the worker). ``cpu_env``: the environment of the ``n_workers`` workers.
-    The memory limit is the machine's, shared equally by all workers.
+    The scheduler runs in this process; every worker is a ``distributed.Nanny`` in a process
+    of its own started by ``python -m dask spec`` (:func:`_nanny_process_class`), never by a
+    ``multiprocessing`` spawn, which re-imports the caller's ``__main__``: a plain script that
+    calls ``biglda.train`` at top level (no ``if __name__ == "__main__":``), a notebook and
+    ``python -c`` all work. The environment reaches the worker process before it imports numba.
+    ``cpu_env``: the environment of the ``n_workers`` workers. The memory limit is the
+    machine's, shared equally by all workers.
     """
-    import copy
-
     import dask
-    from distributed import LocalCluster
+    from distributed import Scheduler, SpecCluster
+    from distributed.system import MEMORY_LIMIT
 
     single_envs = list(single_envs or [])
-    # the nannies read the memory thresholds when they start (EMBEDDED_MEMORY_CONFIG says why); the
-    # worker processes ignore SIGINT, so Ctrl-C (sent to the whole process group) reaches the
-    # driver only, which stops cleanly with a checkpoint
-    with dask.config.set(EMBEDDED_MEMORY_CONFIG), ignore_sigint():
-        if not single_envs:  # the plain cluster, exactly as a CPU-only run always had it
-            return LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                                processes=True, dashboard_address="127.0.0.1:0",
-                                host="127.0.0.1")
-        from distributed.system import MEMORY_LIMIT
-
-        n_total = n_workers + len(single_envs)
-        extra = {"env": dict(cpu_env)} if cpu_env else {}
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                               processes=True, dashboard_address="127.0.0.1:0",
-                               host="127.0.0.1", memory_limit=int(MEMORY_LIMIT // n_total),
-                               **extra)
-        try:
-            for i, env in enumerate(single_envs):
-                spec = copy.deepcopy(cluster.new_spec)
-                spec["options"].update(nthreads=1, env={**(cpu_env or {}), **env})
-                cluster.worker_spec[f"single-{i}"] = spec
-            cluster.scale(len(cluster.worker_spec))  # starts the workers added to the spec
-            cluster.wait_for_workers(n_total, timeout=timeout)
-        except BaseException:
-            cluster.close()
-            raise
+    n_total = n_workers + len(single_envs)
+    # the nannies read the memory thresholds when they start (EMBEDDED_MEMORY_CONFIG says why)
+    # a nanny forks its worker process: it has imported distributed already (the start of a
+    # worker costs no second interpreter start and import), and it holds no CUDA context or
+    # numba state a fork could break (the worker imports numba after the fork)
+    with dask.config.set({**EMBEDDED_MEMORY_CONFIG,
+                          "distributed.worker.multiprocessing-method": "fork"}):
+        inherited = {k: v for k, v in dask.config.global_config.items() if k != "logging"}
+        config = dask.config.serialize(inherited)
+    common = {"memory_limit": int(MEMORY_LIMIT // max(1, n_total)), "config": config,
+              "timeout": timeout}
+    nanny = _nanny_process_class()
+    workers = {i: {"cls": nanny,
+                   "options": {**common, "nthreads": threads_per_worker,
+                               "env": dict(cpu_env or {})}} for i in range(n_workers)}
+    for i, env in enumerate(single_envs):
+        workers[f"single-{i}"] = {"cls": nanny, "options": {
+            **common, "nthreads": 1, "env": {**(cpu_env or {}), **env}}}
+    scheduler = {"cls": Scheduler, "options": {
+        "host": "127.0.0.1", "port": 0, "protocol": "tcp://", "dashboard": True,
+        "dashboard_address": "127.0.0.1:0"}}
+    # the worker processes ignore SIGINT and sit in sessions of their own, so a Ctrl-C
+    # (sent to the terminal's process group) reaches the driver only, which stops cleanly with
+    # a checkpoint; they exit when the driver is gone (biglda.trainer.cluster_preload)
+    with ignore_sigint():
+        cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARN,
+                              name="biglda")
+    try:
+        _wait_started(cluster, n_total, timeout)
+    except BaseException:
+        cluster.close()
+        raise
     return cluster
+
+
+def _wait_started(cluster: Any, n: int, timeout: float) -> None:
+    """Wait until ``n`` workers joined ``cluster``'s scheduler; a worker process that exits
+    first, or the timeout, is a :class:`ClusterError`."""
+    deadline = time.monotonic() + timeout
+    while len(cluster.scheduler.workers) < n:
+        dead = [w.process.returncode for w in cluster.workers.values()
+                if w.process is not None and w.process.returncode is not None]
+        if dead:
+            raise ClusterError(f"a worker process of the embedded cluster exited while "
+                               f"starting (exit code {dead[0]})")
+        if time.monotonic() > deadline:
+            raise ClusterError(f"the embedded cluster started {len(cluster.scheduler.workers)} "
+                               f"of {n} workers in {timeout:g} s")
+        time.sleep(0.02)
+
+
+@functools.cache
+def _nanny_process_class() -> type:
+    """A ``SpecCluster`` worker class: ``python -m dask spec ADDR`` running one
+    ``distributed.Nanny`` (the pattern of ``distributed.deploy.subprocess.SubprocessWorker``).
+
+    ``env`` is added to the process's environment; ``config`` (``dask.config.serialize``)
+    becomes its Dask config. Built on first use: distributed is imported only when a
+    cluster starts.
+    """
+    import asyncio
+    import json
+    import subprocess
+    import sys
+
+    import psutil
+    from distributed.deploy.spec import ProcessInterface
+
+    from biglda.trainer.cluster_preload import DRIVER_PID
+
+    class NannyProcess(ProcessInterface):
+        def __init__(self, scheduler: str, name: Any = None, env: dict | None = None,
+                     config: str = "", timeout: float = 60.0, **opts: Any) -> None:
+            self.scheduler_address, self.name = scheduler, name
+            self.env, self.config, self.opts = dict(env or {}), config, opts
+            self.timeout = timeout
+            self.process: asyncio.subprocess.Process | None = None
+            super().__init__()
+
+        async def start(self) -> None:
+            spec = {"cls": "distributed.Nanny", "opts": {
+                "name": self.name, "host": "127.0.0.1", "death_timeout": self.timeout,
+                "preload_nanny": ["biglda.trainer.cluster_preload"],
+                "silence_logs": logging.WARNING, **self.opts}}
+            # the nanny and its worker log warnings and errors only, as a LocalCluster's
+            # (silence_logs), unless the environment says otherwise
+            env = {"DASK_LOGGING__DISTRIBUTED": "warning", **os.environ, **self.env,
+                   DRIVER_PID: str(os.getpid()), "DASK_INTERNAL_INHERIT_CONFIG": self.config}
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "dask", "spec", self.scheduler_address,
+                "--spec", json.dumps(spec), env=env, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+            await super().start()
+
+        async def close(self) -> None:
+            if self.process is not None and self.process.returncode is None:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    for child in psutil.Process(self.process.pid).children(recursive=True):
+                        with contextlib.suppress(psutil.NoSuchProcess):
+                            child.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    self.process.kill()
+                await self.process.wait()
+            await super().close()
+
+    NannyProcess.__name__ = NannyProcess.__qualname__ = "NannyProcess"
+    return NannyProcess
 
 
 

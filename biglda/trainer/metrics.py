@@ -355,18 +355,22 @@ class JsonlSink:
     """Writes every record as one JSON line (``metrics.jsonl``), flushed per record.
 
     The file is opened on the first record (a run that fails before starting writes none)
-    and closed by :meth:`close` (or the ``with`` block).
+    and closed by :meth:`close` (or the ``with`` block). ``append``: add to an existing
+    file (a resumed run continues its metrics; iterations recorded after the checkpoint it
+    resumes from appear twice, the later record being the one the model keeps).
     """
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, append: bool = False) -> None:
         self.path = path
+        self.append = append
         self._file: IO[str] | None = None
 
     def __call__(self, record: Record) -> None:
         if self.path is None:
             return
         if self._file is None:
-            self._file = open(self.path, "w")  # noqa: SIM115 - closed in close()
+            # closed in close()
+            self._file = open(self.path, "a" if self.append else "w")  # noqa: SIM115
         self._file.write(json.dumps(record, default=str) + "\n")
         self._file.flush()
 

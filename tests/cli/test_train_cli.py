@@ -190,3 +190,110 @@ def test_table_too_large_for_the_workers(dask_cluster, corpus_url, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "does not fit" in lines[0] and "fits" in lines[0], proc.stderr
     assert not os.path.exists(out)
+
+
+def test_unwritable_out_is_refused_before_a_cluster_starts(corpus_url, tmp_path, capsys,
+                                                           monkeypatch):
+    from biglda.trainer import cluster
+
+    def no_cluster(*a, **k):
+        raise AssertionError("a cluster was started for an unwritable --out")
+
+    monkeypatch.setattr(cluster, "start_local_cluster", no_cluster)
+    (tmp_path / "a-file").write_text("x")
+    out = str(tmp_path / "a-file" / "sub" / "m.zarr")
+    line = _bad([corpus_url, "--out", out, "-k", "4"], capsys, out)
+    assert line == f"biglda: error: cannot write {out}: Not a directory"
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        if os.access(ro, os.W_OK):
+            pytest.skip("running as root: a read-only folder is writable")
+        out = str(ro / "m.zarr")
+        line = _bad([corpus_url, "--out", out, "-k", "4"], capsys, out)
+        assert line == f"biglda: error: cannot write {out}: Permission denied"
+    finally:
+        ro.chmod(0o700)
+
+
+def test_full_disk_during_train_is_one_line_and_leaves_nothing(corpus_url, tmp_path, capsys,
+                                                               monkeypatch):
+    import errno
+
+    from biglda.model import store
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(store, "save_model", full)
+    out = str(tmp_path / "m.zarr")
+    rc = main(["-q", "train", corpus_url, "--out", out, "-k", "4", "--iterations", "1",
+               "--workers", "1", "--checkpoint-every", "0"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == f"biglda: error: cannot write {out}: No space left on device\n"
+    assert not os.path.exists(out)
+
+
+def test_scheduler_with_an_unknown_scheme_is_one_line(corpus_url, tmp_path, capsys):
+    out = str(tmp_path / "m.zarr")
+    line = _bad([corpus_url, "--out", out, "-k", "4", "--scheduler", "foo://x"], capsys, out)
+    assert line.startswith("biglda: error: cannot connect to the Dask scheduler 'foo://x': "
+                           "unknown address scheme 'foo'")
+
+
+def test_progress_lines_without_a_tty_stop_reason_and_metrics_appended_on_resume(
+        corpus_url, tmp_path, capsys):
+    """stderr not a TTY (capsys): progress lines, not a bar; the stop reason is printed; a
+    resumed run appends to --metrics; a finished model continues with --resume --overwrite."""
+    out = str(tmp_path / "m.zarr")
+    metrics = tmp_path / "metrics.jsonl"
+    base = ["train", corpus_url, "--out", out, "-k", "4", "--workers", "1",
+            "--checkpoint-every", "1", "--metrics", str(metrics)]
+    assert main([*base, "--iterations", "2"]) == 0
+    cap = capsys.readouterr()
+    assert "iteration 2/2  LL/token" in cap.err  # the last iteration always gets its line
+    assert "stopped: all 2 iterations done" in cap.out
+    ck = out.replace(".zarr", ".checkpoint.zarr")
+    assert f"checkpoint {ck} kept: to continue this model" in cap.out
+    assert main([*base, "--iterations", "4", "--resume", "--overwrite"]) == 0
+    assert "stopped: all 4 iterations done" in capsys.readouterr().out
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["iteration"] for r in records if r["type"] == "iteration"] == [1, 2, 3, 4]
+    assert [r["type"] for r in records].count("start") == 2
+    _check_model(out, corpus_url, 4, 4)
+
+
+def test_stop_reason_tol(corpus_url, tmp_path, capsys):
+    out = str(tmp_path / "m.zarr")
+    assert main(["train", corpus_url, "--out", out, "-k", "4", "--workers", "1",
+                 "--iterations", "50", "--tol", "1", "--checkpoint-every", "0"]) == 0
+    printed = capsys.readouterr().out
+    # the stop reaches the shards a few clocks later (they may run ahead of the driver)
+    attrs = open_model_group(out).attrs
+    n = len(attrs["history"])
+    assert attrs["stop_reason"] == "tol"
+    assert f"stopped: --tol 1 reached at iteration {n} (" in printed
+    assert "checkpoint" not in printed.split("model written")[1]
+
+
+def test_full_disk_on_a_real_tiny_filesystem_during_train(corpus_url, tmp_path, capsys):
+    """A 12 KiB tmpfs: the first checkpoint (written by a worker) fills it."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(where)],
+                              capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        pytest.skip("no mount command")
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        out = str(where / "m.zarr")
+        rc = main(["-q", "train", corpus_url, "--out", out, "-k", "4", "--iterations", "2",
+                   "--workers", "1", "--checkpoint-every", "1"])
+        err = capsys.readouterr().err
+        assert rc == 2 and err == f"biglda: error: cannot write {out}: No space left on device\n"
+        assert os.listdir(where) == []  # no model, no checkpoint that cannot be resumed
+    finally:
+        subprocess.run(["umount", str(where)], capture_output=True, timeout=20)

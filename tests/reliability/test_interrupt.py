@@ -1,7 +1,7 @@
 """The client goes away: Ctrl-C (SIGINT to the process group, as a terminal sends it) stops
 ``biglda train`` cleanly; a SIGKILLed client leaves a checkpoint that ``--resume`` continues.
 
-Both through a real ``biglda train`` subprocess with its embedded LocalCluster. Oracles: the
+Both through a real ``biglda train`` subprocess with its embedded cluster. Oracles: the
 exit code and the one-line message, no model written by the interrupted run, and after the
 resume the model's table equals the recount of the final checkpoint's z (the resumed run's
 final state) — the parameter server rebuilt from z and nothing else.

@@ -70,8 +70,11 @@ def test_a_slow_worker_is_reported_as_a_straggler(cluster3, synth_url, caplog):
 
 def test_embedded_cluster_never_kills_or_pauses_workers_on_memory_and_refuses_a_big_table():
     with connect(workers=2) as client:
-        nannies = list(client.cluster.workers.values())
-        assert all(n.memory_manager.memory_terminate_fraction is False for n in nannies)
+        # the nannies live in processes of their own: asked there
+        terminate = client.run(
+            lambda dask_worker: dask_worker.memory_manager.memory_terminate_fraction,
+            nanny=True)
+        assert len(terminate) == 2 and set(terminate.values()) == {False}
         pause = client.run(lambda dask_worker: dask_worker.memory_manager.memory_pause_fraction)
         assert set(pause.values()) == {False}
         limits = client.scheduler_info(n_workers=-1)["workers"]

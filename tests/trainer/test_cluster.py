@@ -1,0 +1,53 @@
+"""The embedded cluster's worker processes: started without re-importing ``__main__`` (see
+tests/model/test_training_script.py), and gone with the driver.
+
+Oracle: the process table. A SIGKILLed driver cannot close its cluster; its nannies notice
+that their parent is gone and take their workers with them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+
+SCRIPT = """
+import os, sys, time
+from biglda.trainer.cluster import connect
+with connect(workers=2) as client:
+    pids = [*client.run(os.getpid).values(), *client.run(os.getpid, nanny=True).values()]
+    open(sys.argv[1], "w").write(" ".join(map(str, pids)))
+    time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_worker_processes_die_with_a_killed_driver(tmp_path):
+    pid_file = tmp_path / "pids"
+    driver = subprocess.Popen([sys.executable, "-c", SCRIPT, str(pid_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert driver.poll() is None and time.monotonic() < deadline, "no cluster started"
+            time.sleep(0.2)
+        pids = [int(p) for p in pid_file.read_text().split()]
+        assert len(pids) == 4 and all(_alive(p) for p in pids)
+        # the nannies are not the driver's process group: a Ctrl-C there is the driver's
+        assert all(os.getpgid(p) != os.getpgid(driver.pid) for p in pids)
+    finally:
+        driver.kill()
+        driver.wait()
+    deadline = time.monotonic() + 15
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if _alive(p)]
