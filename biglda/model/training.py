@@ -9,7 +9,6 @@ to a scheduler or starts an embedded ``LocalCluster``, runs
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import tempfile
@@ -115,17 +114,11 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
 
 
 def _resolve_sampler(cfg: Any, corpus: Any, backends: dict[str, str]) -> tuple[Any, Any]:
-    """``cfg`` with ``sampler="auto"`` replaced by the sampler its rule picks (and the
-    choice as a dict, or None when a sampler was named)."""
-    if cfg.sampler != "auto":
-        return cfg, None
-    from biglda.samplers.auto import choose_sampler
-
-    choice = choose_sampler(cfg.n_topics, corpus.n_tokens, corpus.n_docs, corpus.n_words,
-                            backends.values())
-    log.info("sampler auto: %s (%s)", choice.sampler, choice.reason)
-    cfg = dataclasses.replace(cfg, sampler=choice.sampler, sampler_params=dict(choice.params))
-    return cfg.validated(), {"requested": "auto", **choice.as_dict()}
+    """``cfg`` with ``sampler="auto"`` resolved, and the choice (None: a named sampler)."""
+    cfg, choice = cfg.with_sampler_chosen(corpus, backends)
+    if choice is not None:
+        log.info("sampler auto: %s (%s)", choice["sampler"], choice["reason"])
+    return cfg, choice
 
 
 def _run_and_save(client: Any, corpus: str, corpus_obj: Any, out: str, cfg: Any, emit: Any,

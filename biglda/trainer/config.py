@@ -393,6 +393,22 @@ class TrainConfig:
                 setattr(self, name, float(value) if s.parse is not int else int(value))
         return self
 
+    def with_sampler_chosen(self, corpus: Any, backends: Any
+                            ) -> tuple[TrainConfig, dict[str, Any] | None]:
+        """``self`` with ``sampler="auto"`` replaced by what its rule picks for ``corpus``
+        (an opened Corpus) on workers running ``backends`` ({worker: backend}), and the
+        choice (``{requested, sampler, params, reason}``); a named sampler: ``(self, None)``.
+        """
+        if self.sampler != "auto":
+            return self, None
+        from biglda.samplers.auto import choose_sampler
+
+        choice = choose_sampler(self.n_topics, corpus.n_tokens, corpus.n_docs, corpus.n_words,
+                                dict(backends).values())
+        cfg = dataclasses.replace(self, sampler=choice.sampler,
+                                  sampler_params=dict(choice.params)).validated()
+        return cfg, {"requested": "auto", **choice.as_dict()}
+
     def for_workers(self) -> TrainConfig:
         """A copy a task can carry (the scheduler may be a ``Client``: left out)."""
         return dataclasses.replace(self, scheduler=None)
