@@ -357,6 +357,9 @@ class _TrainProgress:
             return
         if kind == "start":
             print(f"dashboard: {rec.get('dashboard')}", flush=True)
+            choice = rec.get("sampler_choice")
+            if choice:
+                print(f"sampler auto: {choice['sampler']} ({choice['reason']})", flush=True)
             for url in rec.get("pages") or []:
                 print(f"biglda page: {url}", flush=True)
             backends = rec.get("backends") or {}

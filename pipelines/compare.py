@@ -12,9 +12,12 @@ Systems (``systems`` in the stage; each one runs in its own subprocess, so its p
 is its own: ``ru_maxrss`` of the process tree from ``wait4`` and the peak of the summed RSS
 of the tree, sampled every 0.25 s):
 
-- ``biglda``          lightlda sampler, embedded LocalCluster of ``workers`` workers; the run
-                      is resumed from its checkpoint after each budget (cluster start-up and
-                      recount are not counted, as the peers' corpus loading is not);
+- ``biglda``          biglda's default settings (``sampler="auto"``: the sampler its rule
+                      picks for K and the corpus), embedded LocalCluster of ``workers``
+                      workers; the run is resumed from its checkpoint after each budget
+                      (cluster start-up and recount are not counted, as the peers' corpus
+                      loading is not);
+- ``biglda-cgs``, ``biglda-lightlda``, ``biglda-warplda``   the same with that sampler;
 - ``tomotopy-1``, ``tomotopy-2``   ``LDAModel(k, alpha, eta).train(1, workers=1 or 2)``;
 - ``gensim``          ``LdaModel`` (one online pass over the corpus per unit);
 - ``gensim-multi``    ``LdaMulticore(workers)``;
@@ -72,14 +75,15 @@ from repeats import fmt, median_index, spreads  # noqa: E402  (a script here, to
 
 log = logging.getLogger("compare")
 
-SYSTEMS = ("biglda", "tomotopy-1", "tomotopy-2", "gensim", "gensim-multi", "sklearn-online",
+SYSTEMS = ("biglda", "biglda-cgs", "biglda-lightlda", "biglda-warplda", "tomotopy-1", "tomotopy-2", "gensim", "gensim-multi", "sklearn-online",
            "sklearn-batch", "lda", "random")
 #: Python module each system needs -> pip name.
 NEEDS = {"tomotopy-1": ("tomotopy", "tomotopy"), "tomotopy-2": ("tomotopy", "tomotopy"),
          "gensim": ("gensim", "gensim"), "gensim-multi": ("gensim", "gensim"),
          "sklearn-online": ("sklearn", "scikit-learn"),
          "sklearn-batch": ("sklearn", "scikit-learn"), "lda": ("lda", "lda")}
-GIBBS = {"biglda", "tomotopy-1", "tomotopy-2", "lda"}
+GIBBS = {"biglda", "biglda-cgs", "biglda-lightlda", "biglda-warplda", "tomotopy-1",
+         "tomotopy-2", "lda"}
 DEFAULTS = {"topics": [100], "budgets": [15, 30, 60], "systems": list(SYSTEMS), "workers": 2,
             "seed": 0, "alpha": 0.1, "beta": 0.01, "peers_dir": "runs/peers", "setup": True,
             "burn_in": 20, "samples": 30, "jobs": 2, "kill_after": 3.0, "repeats": 1}
@@ -126,6 +130,7 @@ class Clock:
 
     def __init__(self, budgets: list[float], save: Callable[..., None]) -> None:
         self.budgets, self.save = list(budgets), save
+        self.info: dict = {}  # what the run says about itself (biglda: the sampler chosen)
         self.restart()
 
     def restart(self) -> None:
@@ -253,7 +258,7 @@ def run_lda(job: dict, clock: Clock) -> None:
             return
 
 
-def run_biglda(job: dict, clock: Clock) -> None:
+def run_biglda(job: dict, clock: Clock, sampler: str = "auto") -> None:
     from biglda.model import load
     from biglda.model.training import train_to_store as train
 
@@ -262,7 +267,7 @@ def run_biglda(job: dict, clock: Clock) -> None:
     for i, budget in enumerate(job["budgets"]):
         records: list[dict] = []
         # A checkpoint only at the stop (checkpoint_every is never reached), then resume.
-        train(job["train"], out, n_topics=job["k"], iterations=10**9, sampler="lightlda",
+        train(job["train"], out, n_topics=job["k"], iterations=10**9, sampler=sampler,
               alpha=job["alpha"], beta=job["beta"], workers=job["workers"], seed=job["seed"],
               max_seconds=max(budget - spent, 1.0), checkpoint_every=10**9 - 1,
               resume=i > 0, overwrite=True, on_record=records.append)
@@ -270,6 +275,10 @@ def run_biglda(job: dict, clock: Clock) -> None:
         spent += max((r["elapsed"] for r in new), default=0.0)
         its += len(new)
         model = load(out)
+        choice = model.attrs.get("sampler_choice")
+        if choice and i == 0:
+            print(f"biglda sampler: {choice['sampler']} ({choice['reason']})", flush=True)
+            clock.info["sampler_choice"] = choice
         clock.save(model.topic_word, model.vocab, spent, its, its, budget)
         if spent >= job["budgets"][-1]:
             return
@@ -289,6 +298,7 @@ def worker_main(job_path: str) -> int:
     sys.path.append(job["peers_dir"])
     n_tokens = None
     saved: list[dict] = []
+    clock: Clock | None = None
 
     def save(phi: np.ndarray, vocab: np.ndarray, seconds: float, units: int, sweeps: int,
              budget: float) -> None:
@@ -298,15 +308,16 @@ def worker_main(job_path: str) -> int:
         saved.append({"budget": budget, "train_s": seconds, "units": units, "sweeps": sweeps,
                       "phi": f"phi-{i}.npy", "vocab": f"vocab-{i}.npy"})
         with open(os.path.join(job["dir"], "checkpoints.json"), "w") as f:
-            json.dump({"n_tokens": n_tokens, "checkpoints": saved}, f)
+            json.dump({"n_tokens": n_tokens, "checkpoints": saved,
+                       **(clock.info if clock is not None else {})}, f)
 
     from biglda.corpus import Corpus
 
     n_tokens = Corpus.open(job["train"]).n_tokens
     clock = Clock(job["budgets"], save)
     s = job["system"]
-    if s == "biglda":
-        run_biglda(job, clock)
+    if s == "biglda" or s.startswith("biglda-"):
+        run_biglda(job, clock, sampler=s.partition("-")[2] or "auto")
     elif s.startswith("tomotopy"):
         run_tomotopy(job, clock, workers=int(s.split("-")[1]))
     elif s.startswith("gensim"):
@@ -432,6 +443,8 @@ def run_system(system: str, k: int, params: dict, out: str, repeat: int | None =
             ck = json.load(f)
     except (OSError, ValueError):
         ck = {"checkpoints": [], "n_tokens": None}
+    if ck.get("sampler_choice"):
+        row["sampler_choice"] = ck["sampler_choice"]
     if m["killed"]:
         row["status"] = f"not finished: killed after {m['wall_s']:.0f} s"
     elif m["returncode"]:

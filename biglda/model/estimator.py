@@ -104,7 +104,9 @@ class LDA(*_BASES):  # type: ignore[misc]
         Number of topics K.
     iterations : int
         Training sweeps.
-    sampler : {"lightlda", "cgs"}
+    sampler : {"auto", "cgs", "lightlda", "warplda"}
+        ``"auto"`` (default): chosen from K, the data and the backend (docs/samplers.md);
+        the choice is in ``model_.attrs["sampler_choice"]``.
     alpha : float or sequence of float, optional
         Doc-topic prior (default ``1 / n_components``, scikit-learn's default); K numbers
         give an asymmetric prior.
@@ -149,7 +151,7 @@ class LDA(*_BASES):  # type: ignore[misc]
     """
 
     def __init__(self, n_components: int = 10, *, iterations: int = 100,
-                 sampler: str = "lightlda", alpha: float | None = None, beta: float = 0.01,
+                 sampler: str = "auto", alpha: float | None = None, beta: float = 0.01,
                  workers: int | None = None, scheduler: Any = None,
                  transform_iterations: int = 50, random_state: int = 0,
                  vocabulary: Any = None, max_seconds: float | None = None,

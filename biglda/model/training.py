@@ -226,12 +226,15 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
         emit = Emitter(client, on_record)
         # fail before anything starts or is written
         _, _, backends = plan_cluster(client, corpus_obj, cfg, log_choice=True)
+        cfg, choice = _resolve_sampler(cfg, corpus_obj, backends)
         emit(start_record(run_id=run_id, config=cfg.as_dict(), backends=backends,
+                          sampler_choice=choice,
                           balance=balancing(cfg, backends), corpus=corpus_obj,
                           corpus_url=corpus, out=out, dashboard=client.dashboard_link,
                           pages=load_plugins(client)))
         try:
-            status = _run_and_save(client, corpus, corpus_obj, out, cfg, emit, run_id, t0)
+            status = _run_and_save(client, corpus, corpus_obj, out, cfg, emit, run_id, t0,
+                                   choice)
         except Interrupted:
             status = "interrupted"
             raise
@@ -283,8 +286,16 @@ def _drop_uncommitted_checkpoint(out: str, cfg: Any) -> None:
             remove(url)
 
 
+def _resolve_sampler(cfg: Any, corpus: Any, backends: dict[str, str]) -> tuple[Any, Any]:
+    """``cfg`` with ``sampler="auto"`` resolved, and the choice (None: a named sampler)."""
+    cfg, choice = cfg.with_sampler_chosen(corpus, backends)
+    if choice is not None:
+        log.info("sampler auto: %s (%s)", choice["sampler"], choice["reason"])
+    return cfg, choice
+
+
 def _run_and_save(client: Any, corpus: str, corpus_obj: Any, out: str, cfg: Any, emit: Any,
-                  run_id: str, t0: float) -> str:
+                  run_id: str, t0: float, choice: dict | None = None) -> str:
     """Run on the connected client and save the model; the run's end status."""
     from biglda.model.store import save_model
     from biglda.samplers import doc_topic_counts
@@ -310,6 +321,10 @@ def _run_and_save(client: Any, corpus: str, corpus_obj: Any, out: str, cfg: Any,
                doc_ids=corpus_obj.doc_ids, alpha=result.alpha, beta=cfg.beta,
                overwrite=cfg.overwrite,
                attrs={"sampler": cfg.sampler, "config": cfg.as_dict(),
+                      "sampler_choice": choice or {"requested": cfg.sampler,
+                                                   "sampler": cfg.sampler,
+                                                   "params": dict(cfg.sampler_params),
+                                                   "reason": "named by the run"},
                       "tokenizer": dict(corpus_obj.tokenizer or {}),
                       "history": history_for_store(result.history),
                       "backends": backends_used(result.history),

@@ -39,6 +39,11 @@ def _algorithms() -> tuple[str, ...]:
     return tuple(ALGORITHMS)
 
 
+def _sampler_choices() -> tuple[str, ...]:
+    """``--sampler``'s values: every algorithm, and ``auto`` (:mod:`biglda.samplers.auto`)."""
+    return ("auto", *_algorithms())
+
+
 def _backends() -> tuple[str, ...]:
     from biglda.samplers.backends import BACKEND_CHOICES
 
@@ -203,11 +208,13 @@ class TrainConfig:
     iterations: int = _setting(100, flag="--iterations", check=_int(1), parse=int, stored=True,
                                metavar="N",
                                help="sweeps in total, counting a resumed run's (default 100)")
-    sampler: str = _setting("lightlda", flag="--sampler", choices=_algorithms,
-                            check=_one_of(_algorithms), metavar="NAME", stored=True,
-                            help="lightlda: Metropolis-Hastings, O(1)/token (default); cgs: "
-                                 "exact collapsed Gibbs; warplda: WarpLDA's delayed-update "
-                                 "MH, O(1)/token, fastest at large K")
+    sampler: str = _setting("auto", flag="--sampler", choices=_sampler_choices,
+                            check=_one_of(_sampler_choices), metavar="NAME", stored=True,
+                            help="auto (default): chosen from K, the corpus and the backend "
+                                 "by the rule in docs/samplers.md (cgs at small K, warplda at "
+                                 "large K on CPU); cgs: exact collapsed Gibbs (SparseLDA); "
+                                 "lightlda: Metropolis-Hastings, O(1)/token; warplda: "
+                                 "WarpLDA's delayed-update MH, O(1)/token, fastest at large K")
     sampler_params: dict = _setting(factory=dict, flag="--sampler-param", kind="pairs",
                                     metavar="NAME=VALUE", stored=True,
                                     help="a parameter the sampler declares, e.g. mh_steps=1 "
@@ -361,11 +368,18 @@ class TrainConfig:
                 raise SettingError(f.name, problem)
         from biglda.samplers.registry import get_sampler, parse_sampler_params
 
-        try:
-            self.sampler_params = parse_sampler_params(self.sampler, self.sampler_params)
-            get_sampler(self.sampler, **self.sampler_params)  # (bad values fail here)
-        except ConfigError as exc:
-            raise SettingError("sampler_params", f": {exc}") from None
+        if self.sampler == "auto":
+            # the settings belong to the sampler auto picks, known once the corpus and the
+            # workers are (biglda.samplers.auto); given ones would apply to an unknown sampler
+            if self.sampler_params:
+                raise SettingError("sampler_params", "need a named sampler, not sampler=auto "
+                                                     "(pick one with --sampler)")
+        else:
+            try:
+                self.sampler_params = parse_sampler_params(self.sampler, self.sampler_params)
+                get_sampler(self.sampler, **self.sampler_params)  # (bad values fail here)
+            except ConfigError as exc:
+                raise SettingError("sampler_params", f": {exc}") from None
         if isinstance(self.alpha, list | tuple | np.ndarray):
             values = [float(a) for a in np.asarray(self.alpha, dtype=float).ravel()]
             if len(values) != int(self.n_topics):
@@ -378,6 +392,22 @@ class TrainConfig:
                     and not isinstance(value, list):
                 setattr(self, name, float(value) if s.parse is not int else int(value))
         return self
+
+    def with_sampler_chosen(self, corpus: Any, backends: Any
+                            ) -> tuple[TrainConfig, dict[str, Any] | None]:
+        """``self`` with ``sampler="auto"`` replaced by what its rule picks for ``corpus``
+        (an opened Corpus) on workers running ``backends`` ({worker: backend}), and the
+        choice (``{requested, sampler, params, reason}``); a named sampler: ``(self, None)``.
+        """
+        if self.sampler != "auto":
+            return self, None
+        from biglda.samplers.auto import choose_sampler
+
+        choice = choose_sampler(self.n_topics, corpus.n_tokens, corpus.n_docs, corpus.n_words,
+                                dict(backends).values())
+        cfg = dataclasses.replace(self, sampler=choice.sampler,
+                                  sampler_params=dict(choice.params)).validated()
+        return cfg, {"requested": "auto", **choice.as_dict()}
 
     def for_workers(self) -> TrainConfig:
         """A copy a task can carry (the scheduler may be a ``Client``: left out)."""

@@ -122,6 +122,7 @@ class StartRecord(TypedDict):
     pages: list[str]
     corpus: str
     out: str
+    sampler_choice: dict[str, Any] | None  # what sampler="auto" chose and why (else None)
 
 
 class EndRecord(TypedDict):
@@ -254,9 +255,11 @@ def iteration_record(frame: ClockFrame, c: int, stats: dict[int, ShardClockStats
 
 def start_record(*, run_id: str, config: dict[str, Any], backends: dict[str, str],
                  balance: bool, corpus: Any, corpus_url: str, out: str,
-                 dashboard: str | None, pages: list[str]) -> StartRecord:
+                 dashboard: str | None, pages: list[str],
+                 sampler_choice: dict[str, Any] | None = None) -> StartRecord:
     """The ``start`` record of a run on ``corpus`` (an opened :class:`biglda.corpus.Corpus`)."""
     return StartRecord(type="start", run_id=run_id, config=config, backends=backends,
+                       sampler_choice=sampler_choice,
                        balance=balance, n_tokens=int(corpus.n_tokens),
                        n_docs=int(corpus.n_docs), n_words=int(corpus.n_words),
                        dashboard=dashboard, pages=pages, corpus=str(corpus_url), out=str(out))

@@ -67,6 +67,7 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
     run_id = run_id or uuid.uuid4().hex[:12]
     emit = Emitter(client, on_record)
     slots, shards, backends = plan_cluster(client, corpus, cfg)
+    cfg, _ = cfg.with_sampler_chosen(corpus, backends)  # (train_to_store has done it already)
     ck_url = ckpt.checkpoint_url(out) if (out is not None and cfg.checkpoint_every) else None
     st, ck_url = _open_run(corpus, cfg, shards, out, ck_url)
     st.balance = balancing(cfg, backends) and len(slots) > 1

@@ -99,7 +99,9 @@ def _bad(args, capsys, out):
     (["--staleness", "1.5"], "--staleness must be a whole number"),
     (["--backend", "tpu"], "--backend must be one of cpu, gpu, auto"),
     (["--balance", "fast"], "--balance must be one of auto, throughput, none"),
-    (["--sampler-param", "bogus=1"], "--sampler-param: sampler 'lightlda' has no parameter"),
+    (["--sampler", "lightlda", "--sampler-param", "bogus=1"],
+     "--sampler-param: sampler 'lightlda' has no parameter"),
+    (["--sampler-param", "mh_steps=1"], "--sampler-param need a named sampler"),
     (["--sampler-param", "mh_steps"], "--sampler-param expects KEY=VALUE"),
     (["--resume"], "cannot resume"),
 ])

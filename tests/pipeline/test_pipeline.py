@@ -284,8 +284,11 @@ def test_compare_stage_reports_every_system(tmp_path):
 
 @pytest.mark.parametrize("setting, needle", [
     ("staleness = 'soon'", "staleness must be a whole number of clocks or inf, got 'soon'"),
-    ("sampler_params = { mh_steps = 0 }", "sampler_params: mh_steps must be >= 1"),
-    ("sampler_params = { bogus = 1 }", "sampler 'lightlda' has no parameter 'bogus'"),
+    ("sampler = 'lightlda'\n        sampler_params = { mh_steps = 0 }",
+     "sampler_params: mh_steps must be >= 1"),
+    ("sampler = 'lightlda'\n        sampler_params = { bogus = 1 }",
+     "sampler 'lightlda' has no parameter 'bogus'"),
+    ("sampler_params = { mh_steps = 1 }", "sampler_params need a named sampler"),
     ("topics = 3", "unknown parameter(s) topics"),
 ])
 def test_train_stage_settings_are_checked_by_their_declaration(tmp_path, capsys, setting,

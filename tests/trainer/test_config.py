@@ -73,14 +73,15 @@ def test_text_values_are_parsed_once():
 
 
 def test_sampler_params_are_declared_by_the_sampler():
-    assert TrainConfig.from_settings(n_topics=4, sampler_params={"mh_steps": "1"}
+    assert TrainConfig.from_settings(n_topics=4, sampler="lightlda",
+                                     sampler_params={"mh_steps": "1"}
                                      ).sampler_params == {"mh_steps": 1}
     assert parse_sampler_params("cgs", {"variant": "plain"}) == {"variant": "plain"}
     with pytest.raises(SettingError, match=re.escape("sampler_params: sampler 'cgs' has no "
                                                      "parameter 'mh_steps' (known: variant)")):
         TrainConfig.from_settings(n_topics=4, sampler="cgs", sampler_params={"mh_steps": 1})
     with pytest.raises(SettingError, match="mh_steps must be >= 1"):
-        TrainConfig.from_settings(n_topics=4, sampler_params={"mh_steps": 0})
+        TrainConfig.from_settings(n_topics=4, sampler="lightlda", sampler_params={"mh_steps": 0})
 
 
 def test_sampler_param_flag_reaches_the_config(monkeypatch, tmp_path):
@@ -92,7 +93,8 @@ def test_sampler_param_flag_reaches_the_config(monkeypatch, tmp_path):
 
     monkeypatch.setattr("biglda.model.training.train_to_store", fake)
     assert main(["-q", "train", "c.zarr", "--out", str(tmp_path / "m.zarr"), "-k", "4",
-                 "--sampler-param", "mh_steps=1", "--staleness", "inf"]) == 0
+                 "--sampler", "lightlda", "--sampler-param", "mh_steps=1",
+                 "--staleness", "inf"]) == 0
     assert seen["cfg"].sampler_params == {"mh_steps": 1}
     assert seen["cfg"].staleness == float("inf")
 
