@@ -2,7 +2,7 @@
 
 Every problem caused by the user's input (a missing file, a bad option, a store
 that is not a biglda corpus) is raised as a :class:`BigLDAError` whose message is
-one self-contained line. ``biglda/cli.py`` prints that line on stderr and exits
+one self-contained line. ``biglda/cli/`` prints that line on stderr and exits
 non-zero; anything else is a bug and keeps its traceback.
 """
 

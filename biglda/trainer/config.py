@@ -3,7 +3,7 @@
 A field's :class:`Setting` (in its metadata) holds everything else that is said about it: the
 help text, the check of its value, how text becomes a value, and the CLI flag. From it come
 
-- ``biglda train``'s flags and ``--help`` (:func:`biglda.cli._add_train`),
+- ``biglda train``'s flags and ``--help`` (:func:`biglda.cli.train._add_train`),
 - the keys a pipeline's ``train`` stage accepts (:func:`setting_names`),
 - the validation and its messages, which name the setting (``n_topics must be >= 2, got 1``;
   the CLI puts the flag in place of the name),
