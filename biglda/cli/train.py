@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 
-from biglda.errors import BigLDAError, SettingError
+from biglda.errors import ConfigError, SettingError
 from biglda.trainer.config import TrainConfig, parse_pairs, setting_of, settings
 
 
@@ -195,7 +195,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         finally:
             progress.close()
     except SettingError as exc:
-        raise _CliError(_flag_message(exc), exc.exit_code) from None
+        raise ConfigError(_flag_message(exc)) from None
     if not args.quiet:
         for line in progress.summary():
             print(line)
@@ -229,11 +229,3 @@ def _stop_lines(args: argparse.Namespace, out: str, cfg: TrainConfig) -> list[st
                      f"with --resume --overwrite --iterations N (N > {last}); delete it when "
                      f"no more iterations are wanted")
     return lines
-
-
-class _CliError(BigLDAError):
-    """A library error reworded for the command line (flags instead of setting names)."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
