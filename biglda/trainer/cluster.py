@@ -209,8 +209,12 @@ def _nanny_process_class() -> type:
                 "silence_logs": logging.WARNING, **self.opts}}
             # the nanny and its worker log warnings and errors only, as a LocalCluster's
             # (silence_logs), unless the environment says otherwise
+            # the driver's import path, as multiprocessing's spawn passes it: functions and
+            # classes of the caller's own modules (a script's folder, a test's) unpickle there
+            path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
             env = {"DASK_LOGGING__DISTRIBUTED": "warning", **os.environ, **self.env,
-                   DRIVER_PID: str(os.getpid()), "DASK_INTERNAL_INHERIT_CONFIG": self.config}
+                   DRIVER_PID: str(os.getpid()), "DASK_INTERNAL_INHERIT_CONFIG": self.config,
+                   "PYTHONPATH": path}
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "dask", "spec", self.scheduler_address,
                 "--spec", json.dumps(spec), env=env, stdin=subprocess.DEVNULL,
