@@ -82,6 +82,7 @@ def train(corpus: Any, out: str | None = None, config: Any = None, *, on_record:
     texts = _texts_of(corpus)
     kept = None if out is not None else tempfile.mkdtemp(prefix="biglda-model-")
     scratch = tempfile.mkdtemp(prefix="biglda-corpus-") if texts is not None else None
+    target = out if out is not None else os.path.join(str(kept), "model.zarr")
     callbacks = list(on_record) if isinstance(on_record, list | tuple) else (
         [on_record] if on_record is not None else [])
     bar = _progress_bar(progress)
@@ -89,11 +90,10 @@ def train(corpus: Any, out: str | None = None, config: Any = None, *, on_record:
         callbacks.append(bar)
     try:
         if texts is not None:
-            url = _ingest_texts(texts, os.path.join(scratch, "corpus.zarr"), ingest or {})
+            url = _ingest_texts(texts, os.path.join(str(scratch), "corpus.zarr"), ingest or {})
         else:
             url = _corpus_url(corpus)
-        path = train_to_store(url, out if out is not None else os.path.join(kept, "model.zarr"),
-                              config, on_record=callbacks or None, **overrides)
+        path = train_to_store(url, target, config, on_record=callbacks or None, **overrides)
         model = TopicModel.load(path)
     except BaseException:
         if kept is not None:  # a failed call leaves no empty model folder behind
@@ -282,7 +282,8 @@ def _drop_uncommitted_checkpoint(out: str, cfg: Any) -> None:
         return
     url = ckpt.checkpoint_url(out)
     with contextlib.suppress(Exception):
-        if int(zarr.open_group(url, mode="r").attrs.get("clock", -1)) < 0:
+        clock: Any = zarr.open_group(url, mode="r").attrs.get("clock", -1)
+        if int(clock) < 0:
             remove(url)
 
 
@@ -317,6 +318,7 @@ def _run_and_save(client: Any, corpus: str, corpus_obj: Any, out: str, cfg: Any,
             ptr = np.asarray(doc_ptr[s.doc_start:s.doc_stop + 1], dtype=np.int64)
             yield doc_topic_counts(ptr - ptr[0], result.z[s.index], cfg.n_topics)
 
+    assert result.alpha is not None, "a finished run carries its final alpha"
     save_model(out, n_wk=result.n_wk, n_dk=n_dk_blocks(), vocab=corpus_obj.vocab,
                doc_ids=corpus_obj.doc_ids, alpha=result.alpha, beta=cfg.beta,
                overwrite=cfg.overwrite,

@@ -123,7 +123,7 @@ def open_checkpoint(url: str, n_topics: int, n_tokens: int) -> dict[str, Any]:
     if not exists(url):
         raise ConfigError(f"cannot resume: no checkpoint at {url}")
     try:
-        attrs = dict(zarr.open_group(url, mode="r").attrs)
+        attrs: dict[str, Any] = dict(zarr.open_group(url, mode="r").attrs)
     except Exception as exc:  # zarr raises several types for "not a group"
         raise FormatError(f"{url}: not a biglda checkpoint ({type(exc).__name__})") from None
     if attrs.get("format") != CHECKPOINT_FORMAT:
@@ -139,7 +139,7 @@ def open_checkpoint(url: str, n_topics: int, n_tokens: int) -> dict[str, Any]:
 
 def read_z(url: str, attrs: dict[str, Any], token_start: int, token_stop: int) -> np.ndarray:
     """``z`` of tokens ``[token_start, token_stop)`` from the committed slot (any shard plan)."""
-    g = zarr.open_group(url, mode="r")
+    g: Any = zarr.open_group(url, mode="r")  # zarr's types do not know the members are arrays
     slot = int(attrs["slot"])
     parts = []
     for i, (start, stop) in enumerate(attrs["shards"]):

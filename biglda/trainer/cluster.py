@@ -135,7 +135,7 @@ def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
     common = {"memory_limit": int(MEMORY_LIMIT // max(1, n_total)), "config": config,
               "timeout": timeout}
     nanny = _nanny_process_class()
-    workers = {i: {"cls": nanny,
+    workers: dict[Any, dict[str, Any]] = {i: {"cls": nanny,
                    "options": {**common, "nthreads": threads_per_worker,
                                "env": dict(cpu_env or {})}} for i in range(n_workers)}
     for i, env in enumerate(single_envs):
@@ -290,9 +290,8 @@ def check_workers(client: Any, used: set[str], confirm_s: float = 2.0) -> None:
     if lost and confirm_s > 0:
         time.sleep(confirm_s)
         lost &= used - live_workers(client)
-    lost = sorted(lost)
     if lost:
-        raise WorkerLost(f"lost worker(s) {', '.join(lost)}")
+        raise WorkerLost(f"lost worker(s) {', '.join(sorted(lost))}")
 
 
 

@@ -488,5 +488,7 @@ def validate(corpus_url: str, out: str | None, cfg: TrainConfig,
     if out is not None and exists(out) and not overwrite:
         raise OutputExistsError(f"output {out} already exists (use --overwrite to replace it)")
     if cfg.resume:
+        if out is None:
+            raise SettingError("resume", "needs the output (its checkpoint lives beside it)")
         ckpt.open_checkpoint(ckpt.checkpoint_url(out), cfg.n_topics, corpus.n_tokens)
     return corpus

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, TypedDict
 
@@ -20,7 +20,8 @@ import numpy as np
 
 log = logging.getLogger("biglda.train")
 
-Record = dict[str, Any]
+# any of the records below, as a sink or a callback sees it (TypedDicts are Mappings)
+Record = Mapping[str, Any]
 OnRecord = Callable[[Record], None]
 
 
@@ -316,7 +317,7 @@ class Rebalance:
                                restart_s=self.restart_s)
 
 
-def backends_used(history: list[Record]) -> dict[str, str]:
+def backends_used(history: Sequence[Record]) -> dict[str, str]:
     """``{worker: backend}`` of every worker that sampled a clock of ``history``."""
     out: dict[str, str] = {}
     for r in history:
@@ -324,7 +325,7 @@ def backends_used(history: list[Record]) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def history_for_store(history: list[Record]) -> list[Record]:
+def history_for_store(history: Sequence[Record]) -> list[Record]:
     """The records as a model or checkpoint stores them (without the top words)."""
     return [{k: v for k, v in r.items() if k != "top_words"} for r in history]
 
