@@ -40,12 +40,12 @@ class DeviceShard:
 
     @property
     def n_wk(self):
-        """Word-topic counts int32 [V_local, K], on the device."""
+        """The worker's cached rows of ``n_wk``, int32 [V_local, K], on the device."""
         return self.arrays["n_wk"]
 
     @property
     def n_k(self):
-        """Topic counts int64 [K], on the device."""
+        """The worker's cached ``n_k``, int64 [K], on the device."""
         return self.arrays["n_k"]
 
     def z_host(self) -> np.ndarray:
