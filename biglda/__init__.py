@@ -28,7 +28,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Corpus", "TopicModel", "load", "train", "LDA", "BigLDAError", "__version__"]
+__all__ = ["LDA", "BigLDAError", "Corpus", "TopicModel", "__version__", "load", "train"]
 
 _LAZY = {
     "Corpus": ("biglda.corpus", "Corpus"),

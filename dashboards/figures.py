@@ -1,9 +1,9 @@
-"""The Bokeh panels of a training run, shared by the live ``/biglda`` page and the report.
+r"""The Bokeh panels of a training run, shared by the live ``/biglda`` page and the report.
 
 :class:`RunPanels` draws the panel table (:data:`dashboards.panels.PANELS`): it owns the
 data sources and one figure per :class:`~dashboards.panels.Panel`; the live page streams
 new records into the sources, the static report fills them once. Sources carry Bokeh
-``name``\\ s (``biglda-history``, ``biglda-top-words``, ``biglda-<field>`` for a per-worker
+``name``\ s (``biglda-history``, ``biglda-top-words``, ``biglda-<field>`` for a per-worker
 panel) so a browser test can read them back with
 ``Bokeh.documents[0].get_model_by_name(name)``; each figure is named
 ``biglda-panel-<index>``.
@@ -54,7 +54,7 @@ TABLE_ROWS_MAX = 24
 
 
 def panel_figure(title: str, x_label: str, y_label: str, **kw: Any):
-    """A figure with the page's size, tools and label style."""
+    """Make a figure with the page's size, tools and label style."""
     kw.setdefault("height", PANEL_HEIGHT)
     kw.setdefault("width", PANEL_WIDTH)
     # A Title model, not a string: Bokeh converts a string only while property validation
@@ -69,7 +69,7 @@ def panel_figure(title: str, x_label: str, y_label: str, **kw: Any):
 
 
 def _quiet_legend(fig) -> None:
-    """A small see-through legend (lines stay visible under it); click hides a line."""
+    """Make the legend small and see-through (lines stay visible under it); click hides a line."""
     legend = fig.legend[0]
     legend.location = "top_right"
     legend.click_policy = "hide"
@@ -170,8 +170,11 @@ class RunPanels:
                                           (panel.y_label, f"@value{{{panel.format}}}")]))
 
     def grid(self, *, only_shown: bool = False):
-        """The panels in a grid; ``only_shown`` leaves out the panels hidden for this run
-        (a panel's ``when``: e.g. no MH acceptance for exact Gibbs, ever)."""
+        """Lay the panels out in a grid.
+
+        ``only_shown`` leaves out the panels hidden for this run (a panel's ``when``: e.g. no
+        MH acceptance for exact Gibbs, ever).
+        """
         figures = [f for f in self.figures if f.visible or not only_shown]
         return gridplot(figures, ncols=3, toolbar_location="right", merge_tools=True)
 
@@ -245,7 +248,7 @@ class RunPanels:
 
 
 def config_table_html(config: dict[str, Any], title: str = "Configuration") -> str:
-    """A small two-column HTML table of a (possibly nested) settings dict."""
+    """Render a (possibly nested) settings dict as a small two-column HTML table."""
     rows = "".join(
         f"<tr><td style='padding:1px 10px 1px 0;color:#555'>{html.escape(str(k))}</td>"
         f"<td style='font-family:monospace'>{html.escape(_short(v))}</td></tr>"
@@ -271,7 +274,7 @@ def _short(v: Any, limit: int = 80) -> str:
 
 
 def status_html(run: RunSeries | None) -> str:
-    """The page's header line; ``data-*`` attributes let tests read the numbers back."""
+    """Render the page's header line; ``data-*`` attributes let tests read the numbers back."""
     if run is None:
         return ("<div id='biglda-status' data-iterations='0'><b>No biglda run yet.</b> "
                 "Start one with <code>biglda train ...</code> against this scheduler; "

@@ -71,6 +71,7 @@ class Panel:
 
     @property
     def x_label(self) -> str:
+        """The x axis label (the field name when it has no label of its own)."""
         return X_LABELS.get(self.x, self.x)
 
     def shown(self, run: RunSeries | None) -> bool:
@@ -79,8 +80,11 @@ class Panel:
 
 
 def has_mh_acceptance(run: RunSeries) -> bool:
-    """A Metropolis-Hastings acceptance rate exists: some record carries one, or none has
-    arrived yet and the sampler is not exact Gibbs (``cgs`` never has one)."""
+    """Tell whether the run has a Metropolis-Hastings acceptance rate.
+
+    It has one when some record carries one, or none has arrived yet and the sampler is not
+    exact Gibbs (``cgs`` never has one).
+    """
     if any(r.get("accept_rate") is not None for r in run.records):
         return True
     return not run.records and run.sampler != "cgs"
@@ -107,7 +111,7 @@ PANELS: list[Panel] = [
 
 
 def history_fields(panels: list[Panel]) -> tuple[str, ...]:
-    """The scalar fields the ``line`` panels plot: the columns of the shared history source."""
+    """Return the scalar fields the ``line`` panels plot: the shared history source's columns."""
     fields: dict[str, None] = {"iteration": None}
     for p in panels:
         if p.kind == "line":

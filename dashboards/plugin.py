@@ -72,6 +72,7 @@ class DashboardPlugin(SchedulerPlugin):
         self.runs: RunLog | None = None
 
     def start(self, scheduler: Any) -> None:
+        """Mount the page on the scheduler (once per scheduler) and follow its run log."""
         mount = _MOUNTS.get(scheduler)
         if mount is None:
             runs = RunLog(self.max_runs)
@@ -87,12 +88,13 @@ class DashboardPlugin(SchedulerPlugin):
         self.runs = mount.runs
 
     def log_event(self, topic: str, msg: Any) -> None:
+        """Add a training record published on the biglda topic to the run log."""
         if topic == TOPIC and self.runs is not None:
             self.runs.add(msg)
 
 
 def _dashboard_prefix(scheduler: Any) -> str:
-    """The prefix Dask's own Bokeh pages are served under ("/" unless --dashboard-prefix)."""
+    """Return the prefix Dask's own Bokeh pages are served under ("/" unless overridden)."""
     from bokeh.server.server import BokehTornado
 
     for app in getattr(scheduler.http_application, "applications", []):
@@ -102,7 +104,7 @@ def _dashboard_prefix(scheduler: Any) -> str:
 
 
 def _dask_nav_pages(scheduler: Any) -> list[list[str]]:
-    """The ``pages`` lists of the navigation bars of Dask's own Bokeh pages.
+    """Return the ``pages`` lists of the navigation bars of Dask's own Bokeh pages.
 
     Dask builds ``/status``, ``/workers``, ... with one shared dict of template variables
     (``distributed.dashboard.core.BokehApplication`` binds it to every page function with
@@ -275,8 +277,10 @@ class LivePage:
         self._refresh_header(run)
 
     def _sync_grid(self) -> None:
-        """Lay the grid out again when the set of shown panels changed (a panel's ``when``):
-        a hidden figure would leave a hole in the grid."""
+        """Lay the grid out again when the set of shown panels changed (a panel's ``when``).
+
+        A hidden figure would leave a hole in the grid.
+        """
         shown = [id(f) for f in self.panels.figures if f.visible]
         if shown != self._grid_figures:
             self._grid_figures = shown
@@ -296,8 +300,11 @@ class LivePage:
 
 
 def _run_label(run: RunSeries) -> str:
-    """``demo/model.zarr <- demo/corpus.zarr | ok | 21:03:04 | 3f2a9c``: what a user knows a
-    run by (where it writes and what it reads) before the id that tells two apart."""
+    """Label a run: ``demo/model.zarr <- demo/corpus.zarr | ok | 21:03:04 | 3f2a9c``.
+
+    What a user knows a run by (where it writes and what it reads) comes before the id that
+    tells two apart.
+    """
     when = time.strftime("%H:%M:%S", time.localtime(run.first_seen))
     what = (f"{_path_tail(run.out) or '?'} <- {_path_tail(run.corpus) or '?'} | "
             if run.out or run.corpus else "")
@@ -305,7 +312,10 @@ def _run_label(run: RunSeries) -> str:
 
 
 def _path_tail(path: str, parts: int = 2) -> str:
-    """The last ``parts`` components of a path or URL (``s3://b/x/y/m.zarr`` -> ``y/m.zarr``)."""
+    """Return the last ``parts`` components of a path or URL.
+
+    ``s3://b/x/y/m.zarr`` -> ``y/m.zarr``.
+    """
     return "/".join(path.rstrip("/").split("/")[-parts:])
 
 
@@ -313,13 +323,16 @@ def _path_tail(path: str, parts: int = 2) -> str:
 
 
 def page_path(dask_scheduler: Any = None) -> str | None:
-    """Runs on the scheduler: the page's path there (None before the plugin started)."""
+    """Return the page's path on the scheduler (None before the plugin started).
+
+    Runs on the scheduler.
+    """
     mount = _MOUNTS.get(dask_scheduler)
     return mount.path if mount else None
 
 
 def page_url(client: Any, path: str | None = None) -> str:
-    """The address of the ``/biglda`` page of ``client``'s scheduler.
+    """Return the address of the ``/biglda`` page of ``client``'s scheduler.
 
     Host and port come from ``client.dashboard_link``; the path from the scheduler
     (``path``), since the link does not know a ``--dashboard-prefix``.

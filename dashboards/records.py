@@ -35,12 +35,14 @@ class RunSeries:
 
     @property
     def status(self) -> str:
+        """``running`` until the end record, then the status it carries."""
         if self.end is not None:
             return str(self.end.get("status", "finished"))
         return "running"
 
     @property
     def config(self) -> dict[str, Any]:
+        """The training settings from the start record (empty before it)."""
         return dict((self.start or {}).get("config") or {})
 
     @property
@@ -61,9 +63,11 @@ class RunSeries:
 
     @property
     def last(self) -> dict[str, Any] | None:
+        """The latest iteration record, or None."""
         return self.records[-1] if self.records else None
 
     def add(self, record: dict[str, Any]) -> None:
+        """File one record of this run by its ``type``."""
         kind = record.get("type")
         if kind == "start":
             self.start = record
@@ -106,10 +110,11 @@ class RunLog:
         return True
 
     def current(self) -> RunSeries | None:
-        """The most recently started run (the one a page follows by default)."""
+        """Return the most recently started run (the one a page follows by default)."""
         return next(reversed(self.runs.values()), None)
 
     def get(self, run_id: str | None) -> RunSeries | None:
+        """Return the run of ``run_id`` (None for an unknown or absent id)."""
         return self.runs.get(run_id) if run_id is not None else None
 
 
@@ -117,7 +122,7 @@ class RunLog:
 
 
 def _num(value: Any) -> float:
-    """A plottable float: None and non-numbers become NaN (Bokeh draws a gap)."""
+    """Make a plottable float: None and non-numbers become NaN (Bokeh draws a gap)."""
     if value is None or isinstance(value, bool):
         return math.nan
     try:
@@ -151,8 +156,10 @@ def short_worker(name: str) -> str:
 
 def per_worker_columns(records: list[dict[str, Any]], key: str, x: str = "iteration"
                        ) -> dict[str, list]:
-    """Columns for a ``multi_line``: one line per worker of ``record[key][worker]`` against
-    ``record[x]``."""
+    """Build the columns for a ``multi_line``: one line per worker.
+
+    Each line is ``record[key][worker]`` against ``record[x]``.
+    """
     workers = worker_names(records, [key])
     xs: list[list[float]] = []
     ys: list[list[float]] = []
@@ -189,7 +196,7 @@ def format_seconds(s: float | None) -> str:
     """``3725.2`` -> ``1h 02m 05s``; None/NaN -> ``-``."""
     if s is None or not math.isfinite(_num(s)):
         return "-"
-    s = int(round(float(s)))
+    s = round(float(s))
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     if h:
@@ -200,6 +207,13 @@ def format_seconds(s: float | None) -> str:
 
 
 def format_bytes(n: float | None) -> str:
+    """Format a byte count in B, KiB, MiB or GiB; None/NaN -> ``-``.
+
+    Examples
+    --------
+    >>> format_bytes(3 * 1024**2)
+    '3.0 MiB'
+    """
     x = _num(n)
     if not math.isfinite(x):
         return "-"

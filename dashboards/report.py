@@ -202,8 +202,10 @@ def topic_sizes_figure(sizes: Sequence[float], top_words: list[list[str]]):
 
 
 def evaluation_figures(evaluation: dict[str, Any], n_topics: int) -> list:
-    """One bar chart per list of ``n_topics`` numbers found in the evaluation (per-topic
-    scores such as coherence), at most four."""
+    """Make one bar chart per list of ``n_topics`` numbers found in the evaluation, at most 4.
+
+    Such lists are per-topic scores such as coherence.
+    """
     figs = []
     for key, value in _flatten(evaluation):
         if (isinstance(value, list) and len(value) == n_topics and n_topics > 0
@@ -266,7 +268,7 @@ def _workers_html(history: list[dict[str, Any]]) -> str:
 
 def _topics_html(top_words: list[list[str]], sizes: list[float],
                  npmi: list[float | None] | None = None) -> str:
-    """The topics table; with a saved evaluation, each topic's NPMI coherence too."""
+    """Render the topics table; with a saved evaluation, each topic's NPMI coherence too."""
     head = "<th>topic</th><th>tokens</th>" + ("<th>NPMI</th>" if npmi else "")
     rows = "".join(
         f"<tr><td class='num'>{k}</td><td class='num'>{100 * s:.1f}%</td>"
@@ -300,7 +302,7 @@ def _config_html(attrs: dict[str, Any]) -> str:
 
 
 def _evaluations_html(evaluations: dict[str, Any]) -> str:
-    """The saved evaluations, one row per test corpus (the latest last)."""
+    """Render the saved evaluations, one row per test corpus (the latest last)."""
     if not evaluations:
         return ""
     cols = [("heldout_loglik_per_token", "LL / token", ".4f"), ("perplexity", "perplexity", ".1f"),
@@ -333,7 +335,8 @@ def _evaluation_html(evaluation: dict[str, Any], model: str = "MODEL") -> str:
             shown = ", ".join(_fmt(v, ".4g") for v in value)
         else:
             shown = _fmt(value, ".6g")
-        rows.append(f"<tr><td>{html.escape(key)}</td><td class='num'>{html.escape(shown)}</td></tr>")
+        rows.append(f"<tr><td>{html.escape(key)}</td>"
+                    f"<td class='num'>{html.escape(shown)}</td></tr>")
     return "<table class='data'>" + "".join(rows) + "</table>"
 
 

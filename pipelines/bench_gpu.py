@@ -19,8 +19,8 @@ tokens / median sweep time. Cells per (corpus, K, algorithm):
   * ``gpu`` - ``sweep`` on CuPy arrays (in place, the order recomputed every sweep);
   * ``gpu-host`` - ``sweep`` on NumPy arrays: every sweep copies the shard and its rows up
     and ``z`` back (what the trainer's GPU worker does until it uses ``load``).
-CPU kernels (one thread, the unit a Dask worker thread runs) sweep a prefix of ``--cpu-tokens`` tokens of
-the same corpus, because one CPU sweep of 100 M tokens at K = 10000 takes minutes.
+CPU kernels (one thread, the unit a Dask worker thread runs) sweep a prefix of ``--cpu-tokens``
+tokens of the same corpus, because one CPU sweep of 100 M tokens at K = 10000 takes minutes.
 
 Then a full ``biglda train --backend gpu`` (the CLI, in a subprocess: the embedded cluster
 with one worker per GPU) on the synthetic corpus written as a corpus.zarr, ``--train-iterations``
@@ -183,7 +183,7 @@ def train_gpu(tokens, doc_ptr, n_words: int, work: str, args) -> dict:
     its = [r for r in recs if r.get("type") == "iteration"]
     last = its[-1]
     rec = {"corpus": "synthetic", "algorithm": args.train_sampler, "backend": "train-gpu",
-           "n_topics": args.train_topics, "n_tokens": int(len(tokens)),
+           "n_topics": args.train_topics, "n_tokens": len(tokens),
            "iterations": len(its), "ll": last["ll"], "ll_per_token": last["ll_per_token"],
            "tokens_per_s": last["tokens_per_s"], "wall_s": wall,
            "backends": last.get("backends")}
@@ -238,7 +238,7 @@ def run(args) -> list[dict]:
                             secs, accept = time_sweeps(sampler, arrays, n_words, n_topics,
                                                        args.sweeps, device)
                         rec = {"corpus": name, "algorithm": algorithm, "backend": backend,
-                               "n_topics": n_topics, "n_tokens": int(len(arrays[0])),
+                               "n_topics": n_topics, "n_tokens": len(arrays[0]),
                                "n_words": n_words, "seconds_per_sweep": secs,
                                "tokens_per_s": len(arrays[0]) / secs,
                                "accept_rate": accept, "device_bytes": held,

@@ -1,9 +1,9 @@
 """Benchmark: the same training with and without throughput balancing on a mixed cluster.
 
-    python pipelines/bench_hetero.py                 # --mode auto: gpu if a GPU works, else slow
-    python pipelines/bench_hetero.py --mode slow     # 2 CPU workers, one slowed to ~2x
-    python pipelines/bench_hetero.py --mode sim      # a CPU worker + a CUDA-simulator worker
-    python pipelines/bench_hetero.py --mode gpu      # the embedded GPU + CPU cluster (--backend auto)
+    python pipelines/bench_hetero.py              # --mode auto: gpu if a GPU works, else slow
+    python pipelines/bench_hetero.py --mode slow  # 2 CPU workers, one slowed to ~2x
+    python pipelines/bench_hetero.py --mode sim   # a CPU worker + a CUDA-simulator worker
+    python pipelines/bench_hetero.py --mode gpu   # the embedded GPU + CPU cluster (--backend auto)
 
 Both runs use the same cluster, corpus, seed and shard plan (``--shards-per-worker`` shards per
 worker thread); only ``balance`` differs ("none" vs "throughput"). With "throughput" the driver

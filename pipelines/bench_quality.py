@@ -21,8 +21,9 @@ between units of work, so a run can overshoot by one unit — the table shows th
 - ``random``   — Dirichlet(1) topics (a floor for the scores).
 
 Peers are not dependencies of biglda: ``--setup`` pip-installs them into ``--peers-dir``
-(default ``runs/bench_quality/peers``, ``pip install --target``), which is appended to ``sys.path`` (so the project's own
-numpy/scipy stay first). A peer that is not importable is skipped and reported.
+(default ``runs/bench_quality/peers``, ``pip install --target``), which is appended to
+``sys.path`` (so the project's own numpy/scipy stay first). A peer that is not importable is
+skipped and reported.
 
 Usage::
 

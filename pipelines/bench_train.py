@@ -217,10 +217,10 @@ def section_ssp(args, corpus: str) -> dict:
           flush=True)
     res = {"sleep_s": sweep, "runs": {}}
     for s in (0, 1, 2, 4, math.inf):
-        records, wall, arrivals = run(corpus, os.path.join(args.out_dir, "ssp.zarr"),
-                                      n_topics=args.topics, iterations=args.iterations,
-                                      sampler="lightlda", workers=2, seed=0, staleness=s,
-                                      slow_shards={1: sweep})
+        records, wall, _arrivals = run(corpus, os.path.join(args.out_dir, "ssp.zarr"),
+                                       n_topics=args.topics, iterations=args.iterations,
+                                       sampler="lightlda", workers=2, seed=0, staleness=s,
+                                       slow_shards={1: sweep})
         name = "inf" if math.isinf(s) else str(s)
         res["runs"][name] = {
             "wall_s": wall,

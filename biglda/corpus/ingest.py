@@ -136,7 +136,7 @@ def ingest(
     inputs: str | list[str],
     out: str,
     *,
-    format: str = "auto",  # noqa: A002 - the CLI option's name
+    format: str = "auto",  # shadows the builtin: the CLI option's name
     lowercase: bool = True,
     token_pattern: str = DEFAULT_TOKEN_PATTERN,
     pretokenized: bool = False,
@@ -155,7 +155,7 @@ def ingest(
     vocabulary: Iterable[str] | None = None,
     ngrams: int = 1,
 ) -> IngestStats:
-    """Build a ``corpus.zarr`` at ``out`` from text or UCI bag-of-words inputs.
+    r"""Build a ``corpus.zarr`` at ``out`` from text or UCI bag-of-words inputs.
 
     Parameters
     ----------
@@ -204,7 +204,7 @@ def ingest(
     --------
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (d / "docs.tsv").write_text("a\\tred fish blue fish\\nb\\ttwo fish\\n")
+    >>> _ = (d / "docs.tsv").write_text("a\tred fish blue fish\nb\ttwo fish\n")
     >>> stats = ingest([str(d / "docs.tsv")], str(d / "c.zarr"), min_df=1)
     >>> stats.n_docs, stats.n_tokens, stats.n_words
     (2, 6, 4)
@@ -243,7 +243,7 @@ def _settings(sources: list[Source], *, lowercase: bool, token_pattern: str,
               pretokenized: bool, stopwords: str | list[str] | None, min_df: int | None,
               max_df: float, max_vocab: int | None, min_doc_length: int, ngrams: int,
               fixed: bool) -> _Settings:
-    """The tokenizer and filters; pre-tokenized and UCI input get other defaults."""
+    """Build the tokenizer and filters; pre-tokenized and UCI input get other defaults."""
     is_uci = sources[0].fmt == "uci"
     raw = pretokenized or is_uci
     vfilter = VocabFilter(
@@ -316,7 +316,7 @@ def _vocabulary_pass(counts: Counts, spill: Spill, settings: _Settings, stats: I
 def _kept_words(words: list[str], word_count: np.ndarray, doc_freq: np.ndarray,
                 settings: _Settings, stats: IngestStats,
                 vocabulary: Iterable[str] | None) -> np.ndarray:
-    """bool [provisional V]: the words that pass the filters (or are in ``vocabulary``)."""
+    """Mark the words that pass the filters (or are in ``vocabulary``): bool [provisional V]."""
     if vocabulary is not None:
         fixed = set(vocabulary)
         keep = np.fromiter((w in fixed for w in words), bool, len(words))
@@ -338,8 +338,11 @@ def _kept_words(words: list[str], word_count: np.ndarray, doc_freq: np.ndarray,
 
 def _drop_short_docs(spill: Spill, keep: np.ndarray, word_count: np.ndarray,
                      doc_freq: np.ndarray, min_doc_length: int) -> tuple[int, int]:
-    """Take the tokens of documents left shorter than ``min_doc_length`` out of the counts
-    (in place); return the documents and tokens that stay."""
+    """Drop documents shorter than ``min_doc_length`` from the counts; count what stays.
+
+    The dropped documents' tokens are taken out of the counts in place; returns the
+    documents and tokens that stay.
+    """
     n_docs = n_tokens = 0
     for tokens, lengths, _ in spill.read():
         tk = keep[tokens]
@@ -384,7 +387,7 @@ def _token_pass(out: str, spill: Spill, vocab: _Vocabulary, settings: _Settings,
 
 
 def _attrs(settings: _Settings, sources: list[Source], stats: IngestStats) -> dict:
-    """The store attributes: tokenizer, filters and source (what the corpus was made from)."""
+    """Return the store attributes: tokenizer, filters and source (what it was made from)."""
     vf = settings.vfilter
     return {
         "tokenizer": settings.tokenizer.settings,

@@ -63,8 +63,11 @@ def doc_freq_of(ids: np.ndarray, lengths: np.ndarray, n_words: int) -> np.ndarra
 
 
 def _ascii_table(lowercase: bool) -> dict[int, int]:
-    """``str.translate`` table for ASCII text: word characters kept (or lowercased), others
-    to a space. For ASCII text, ``\\w`` is exactly ``[A-Za-z0-9_]``."""
+    r"""Build the ``str.translate`` table that maps ASCII non-word characters to a space.
+
+    Word characters are kept (or lowercased). For ASCII text, ``\w`` is exactly
+    ``[A-Za-z0-9_]``.
+    """
     table = {}
     for code in range(128):
         ch = chr(code)
@@ -147,6 +150,7 @@ class Spill:
         self.blocks: list[tuple[int, int]] = []  # (n_docs, n_tokens) of each block
 
     def write(self, tokens: np.ndarray, lengths: np.ndarray, doc_ids: list[str]) -> None:
+        """Append one block's tokens, document lengths and ids to the spill files."""
         if not len(lengths):
             return
         tokens.astype(np.int32, copy=False).tofile(self.tokens)
@@ -155,6 +159,7 @@ class Spill:
         self.blocks.append((len(lengths), len(tokens)))
 
     def read(self) -> Iterator[tuple[np.ndarray, np.ndarray, list[str]]]:
+        """Yield ``(tokens, lengths, doc_ids)`` of each written block, in order."""
         for f in (self.tokens, self.lengths, self.ids):
             f.flush()
             f.seek(0)
@@ -164,6 +169,7 @@ class Spill:
             yield tokens, lengths, pickle.load(self.ids)
 
     def close(self) -> None:
+        """Close (and so delete) the spill files."""
         for f in (self.tokens, self.lengths, self.ids):
             f.close()
 
@@ -209,7 +215,7 @@ class Counts:
         return gid.astype(np.int32)[block.ids]
 
     def finish(self) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """The words and their counts; the word index is dropped (nothing is added after)."""
+        """Return the words and their counts; drop the word index (nothing is added after)."""
         n = len(self.words)
         self.index = {}
         return self.words, self.word_count[:n].copy(), self.doc_freq[:n].copy()
@@ -267,7 +273,7 @@ def kept_lengths(tokens_keep: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def counted_blocks(sources: list[Source], tokenizer: Tokenizer, text_field: str,
                    id_field: str | None, block_bytes: int,
                    jobs: int) -> tuple[Counts, Iterable[BlockCounts]]:
-    """The global counts to add blocks to, and the blocks of every input in order.
+    """Return the global counts to add blocks to, and the blocks of every input in order.
 
     UCI input carries its vocabulary and global ids and is read in-process; text is
     tokenized by :func:`tokenize_block`, over ``jobs`` processes.

@@ -127,7 +127,7 @@ def detect_format(path: str) -> str:
 
 
 def resolve_sources(inputs: list[str], fmt: str = "auto") -> list[Source]:
-    """Check the inputs exist and give each its format and id prefix.
+    r"""Check the inputs exist and give each its format and id prefix.
 
     UCI inputs are ``docword.*`` files (a ``vocab.*`` file given as an input is
     paired with its docword file and not read on its own). Raises
@@ -136,7 +136,7 @@ def resolve_sources(inputs: list[str], fmt: str = "auto") -> list[Source]:
     Examples
     --------
     >>> import tempfile, pathlib
-    >>> d = tempfile.mkdtemp(); p = pathlib.Path(d, "a.tsv"); _ = p.write_text("1\\tx\\n")
+    >>> d = tempfile.mkdtemp(); p = pathlib.Path(d, "a.tsv"); _ = p.write_text("1\tx\n")
     >>> [s.fmt for s in resolve_sources([str(p)])]
     ['tsv']
     """
@@ -187,14 +187,14 @@ def _uci_vocab_path(docword: str) -> str:
 
 
 def iter_line_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(first_line, data)``: blocks of whole lines of a (possibly gzipped) file.
+    r"""Yield ``(first_line, data)``: blocks of whole lines of a (possibly gzipped) file.
 
     Examples
     --------
     >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp(), "a.txt"); _ = p.write_text("a\\nb\\nc\\n")
+    >>> p = pathlib.Path(tempfile.mkdtemp(), "a.txt"); _ = p.write_text("a\nb\nc\n")
     >>> list(iter_line_blocks(str(p), block_bytes=4))
-    [(1, b'a\\nb\\n'), (3, b'c\\n')]
+    [(1, b'a\nb\n'), (3, b'c\n')]
     """
     f = _open_binary(path)
     with f:
@@ -217,14 +217,14 @@ def iter_line_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[tupl
 
 
 def iter_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
-    """Raw blocks of one text source (``tsv``, ``text``, ``jsonl`` or ``dir``).
+    r"""Raw blocks of one text source (``tsv``, ``text``, ``jsonl`` or ``dir``).
 
     Examples
     --------
     >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp(), "a.tsv"); _ = p.write_text("1\\tx\\n")
+    >>> p = pathlib.Path(tempfile.mkdtemp(), "a.tsv"); _ = p.write_text("1\tx\n")
     >>> [b.data for b in iter_blocks(Source(str(p), "tsv"))]
-    [b'1\\tx\\n']
+    [b'1\tx\n']
     """
     if source.fmt == "dir":
         files = sorted(
@@ -272,11 +272,11 @@ def _decode(data: bytes, path: str, first_line: int) -> str:
 
 def parse_block(block: Block, text_field: str = "text",
                 id_field: str | None = None) -> tuple[list[str], list[str]]:
-    """``(doc_ids, texts)`` of one raw block; raises :class:`InputError` naming file and line.
+    r"""``(doc_ids, texts)`` of one raw block; raises :class:`InputError` naming file and line.
 
     Examples
     --------
-    >>> b = Block(Source("x.tsv", "tsv"), 1, b"a\\thello world\\n\\nb\\tbye\\n")
+    >>> b = Block(Source("x.tsv", "tsv"), 1, b"a\thello world\n\nb\tbye\n")
     >>> parse_block(b)
     (['a', 'b'], ['hello world', 'bye'])
     """
@@ -358,12 +358,12 @@ class UciHeader:
 
 
 def read_uci_vocab(path: str, n_words: int) -> list[str]:
-    """The words of a UCI ``vocab.*.txt`` (one a line), checked against the header's W.
+    r"""Read the words of a UCI ``vocab.*.txt`` (one a line), checked against the header's W.
 
     Examples
     --------
     >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp(), "vocab.x.txt"); _ = p.write_text("cat\\ndog\\n")
+    >>> p = pathlib.Path(tempfile.mkdtemp(), "vocab.x.txt"); _ = p.write_text("cat\ndog\n")
     >>> read_uci_vocab(str(p), 2)
     ['cat', 'dog']
     """
@@ -383,7 +383,7 @@ def read_uci_vocab(path: str, n_words: int) -> list[str]:
 
 
 def iter_uci(source: Source) -> Iterator[UciHeader | tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Yield the header, then ``(doc_index, word_index, count)`` int64 arrays per block (0-based).
+    r"""Yield the header, then ``(doc_index, word_index, count)`` int64 arrays per block (0-based).
 
     Checks the header, the column count, the index ranges, the docID order, and
     that the body has exactly NNZ entries.
@@ -392,7 +392,7 @@ def iter_uci(source: Source) -> Iterator[UciHeader | tuple[np.ndarray, np.ndarra
     --------
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp(), "docword.x.txt")
-    >>> _ = p.write_text("2\\n3\\n2\\n1 3 2\\n2 1 1\\n")
+    >>> _ = p.write_text("2\n3\n2\n1 3 2\n2 1 1\n")
     >>> header, (doc, word, count) = iter_uci(Source(str(p), "uci"))
     >>> header.nnz, doc.tolist(), word.tolist(), count.tolist()
     (2, [0, 1], [2, 0], [2, 1])

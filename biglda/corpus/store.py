@@ -19,6 +19,7 @@ module is the format's identity and the :class:`Corpus` reader.
 
 from __future__ import annotations
 
+import itertools
 from functools import cached_property
 from typing import Any
 
@@ -138,10 +139,11 @@ class Corpus:
             raise FormatError(f"{url} is a damaged biglda corpus: {problems[0]}")
 
     def __reduce__(self):
-        # Pickle by URL: a worker re-opens the store instead of receiving arrays.
+        """Pickle by URL: a worker re-opens the store instead of receiving arrays."""
         return (Corpus.open, (self.url,))
 
     def __repr__(self) -> str:
+        """Show the URL and the sizes."""
         return (f"Corpus({self.url!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens}, "
                 f"n_words={self.n_words})")
 
@@ -205,7 +207,7 @@ class Corpus:
         return self.read_tokens(self.doc_ptr[i], self.doc_ptr[i + 1])
 
     def words(self, i: int) -> list[str]:
-        """The words of document ``i`` (as stored, after tokenizing and filtering)."""
+        """Return the words of document ``i`` (as stored, after tokenizing and filtering)."""
         return [str(w) for w in self.vocab[self.doc(i)]]
 
     # ---------------------------------------------------------------- shards
@@ -227,7 +229,7 @@ class Corpus:
         bounds = plan_shard_bounds(self.doc_ptr, n_shards, self.chunk_tokens, tolerance)
         return [
             Shard(i, int(a), int(b), int(self.doc_ptr[a]), int(self.doc_ptr[b]))
-            for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
+            for i, (a, b) in enumerate(itertools.pairwise(bounds))
         ]
 
     def read_shard(self, shard: Shard) -> tuple[np.ndarray, np.ndarray]:

@@ -52,7 +52,7 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
 
 
 def topic_word_truth(spec: SynthSpec) -> np.ndarray:
-    """True topic-word matrix phi, float64 [K, V], rows summing to 1 (raw word ids)."""
+    """Return the true topic-word matrix phi, float64 [K, V], rows summing to 1 (raw word ids)."""
     rng = _rng(spec.seed, 0xF1)
     ranks = np.arange(spec.n_words, dtype=np.float64)
     zipf = 1.0 / (ranks + 1.0) ** spec.zipf_s
@@ -194,9 +194,10 @@ def write_synthetic(url: str, spec: SynthSpec, overwrite: bool = False,
 
 def _generate_pass(spec: SynthSpec, phi: np.ndarray, truth: zarr.Group,
                    spill_dir: str) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
-    """Generate every batch once: ``theta`` into ``truth``, raw tokens and lengths to the
-    spill; return the word counts, document frequencies and ``(n_docs, n_tokens)`` of each
-    batch."""
+    """Generate every batch once: ``theta`` into ``truth``, raw tokens and lengths to the spill.
+
+    Returns the word counts, document frequencies and ``(n_docs, n_tokens)`` of each batch.
+    """
     v = spec.n_words
     word_count = np.zeros(v, dtype=np.int64)
     doc_freq = np.zeros(v, dtype=np.int64)

@@ -24,31 +24,39 @@ DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 
 # A common English stopword list (function words, pronouns, auxiliaries, and a few
 # very frequent adverbs), written out here so ingest needs no download.
-ENGLISH_STOPWORDS = frozenset("""
-a about above across after afterwards again against all almost alone along already also
-although always am among amongst an and another any anyhow anyone anything anyway anywhere
-are aren around as at be became because become becomes becoming been before beforehand
-behind being below beside besides between beyond both but by can cannot could couldn did
-didn do does doesn doing don done down during each either else elsewhere enough etc even
-ever every everyone everything everywhere except few for former formerly from further had
-hadn has hasn have haven having he hence her here hereafter hereby herein hers herself him
-himself his how however i ie if in indeed into is isn it its itself just least less ll
-many may me meanwhile might mine more moreover most mostly much must my myself namely
-neither never nevertheless next no nobody none noone nor not nothing now nowhere of off
-often on once one only onto or other others otherwise our ours ourselves out over own
-per perhaps please rather re same seem seemed seeming seems several she should shouldn
-since so some somehow someone something sometime sometimes somewhere still such than that
-the their theirs them themselves then thence there thereafter thereby therefore therein
-thereupon these they this those though through throughout thru thus to together too
-toward towards under until up upon us ve very via was wasn we well were weren what
-whatever when whence whenever where whereafter whereas whereby wherein whereupon wherever
-whether which while whither who whoever whole whom whose why will with within without
-won would wouldn yet you your yours yourself yourselves
-""".split())
+ENGLISH_STOPWORDS = frozenset([
+    "a", "about", "above", "across", "after", "afterwards", "again", "against", "all", "almost",
+    "alone", "along", "already", "also", "although", "always", "am", "among", "amongst", "an",
+    "and", "another", "any", "anyhow", "anyone", "anything", "anyway", "anywhere", "are", "aren",
+    "around", "as", "at", "be", "became", "because", "become", "becomes", "becoming", "been",
+    "before", "beforehand", "behind", "being", "below", "beside", "besides", "between", "beyond",
+    "both", "but", "by", "can", "cannot", "could", "couldn", "did", "didn", "do", "does", "doesn",
+    "doing", "don", "done", "down", "during", "each", "either", "else", "elsewhere", "enough",
+    "etc", "even", "ever", "every", "everyone", "everything", "everywhere", "except", "few", "for",
+    "former", "formerly", "from", "further", "had", "hadn", "has", "hasn", "have", "haven",
+    "having", "he", "hence", "her", "here", "hereafter", "hereby", "herein", "hers", "herself",
+    "him", "himself", "his", "how", "however", "i", "ie", "if", "in", "indeed", "into", "is", "isn",
+    "it", "its", "itself", "just", "least", "less", "ll", "many", "may", "me", "meanwhile", "might",
+    "mine", "more", "moreover", "most", "mostly", "much", "must", "my", "myself", "namely",
+    "neither", "never", "nevertheless", "next", "no", "nobody", "none", "noone", "nor", "not",
+    "nothing", "now", "nowhere", "of", "off", "often", "on", "once", "one", "only", "onto", "or",
+    "other", "others", "otherwise", "our", "ours", "ourselves", "out", "over", "own", "per",
+    "perhaps", "please", "rather", "re", "same", "seem", "seemed", "seeming", "seems", "several",
+    "she", "should", "shouldn", "since", "so", "some", "somehow", "someone", "something",
+    "sometime", "sometimes", "somewhere", "still", "such", "than", "that", "the", "their", "theirs",
+    "them", "themselves", "then", "thence", "there", "thereafter", "thereby", "therefore",
+    "therein", "thereupon", "these", "they", "this", "those", "though", "through", "throughout",
+    "thru", "thus", "to", "together", "too", "toward", "towards", "under", "until", "up", "upon",
+    "us", "ve", "very", "via", "was", "wasn", "we", "well", "were", "weren", "what", "whatever",
+    "when", "whence", "whenever", "where", "whereafter", "whereas", "whereby", "wherein",
+    "whereupon", "wherever", "whether", "which", "while", "whither", "who", "whoever", "whole",
+    "whom", "whose", "why", "will", "with", "within", "without", "won", "would", "wouldn", "yet",
+    "you", "your", "yours", "yourself", "yourselves"
+])
 
 
 class Tokenizer:
-    """Split text into tokens: optional lowercasing, then a regex or whitespace split.
+    r"""Split text into tokens: optional lowercasing, then a regex or whitespace split.
 
     Parameters
     ----------
@@ -68,7 +76,7 @@ class Tokenizer:
     --------
     >>> Tokenizer().tokenize("The cat's 2 hats, Hat-box!")
     ['the', 'cat', 'hats', 'hat', 'box']
-    >>> Tokenizer(pretokenized=True, lowercase=False).tokenize("A b\\tC")
+    >>> Tokenizer(pretokenized=True, lowercase=False).tokenize("A b\tC")
     ['A', 'b', 'C']
     >>> Tokenizer(ngrams=2).tokenize("New York subway")
     ['new', 'york', 'subway', 'new york', 'york subway']
@@ -138,6 +146,7 @@ class Tokenizer:
         return words
 
     def __repr__(self) -> str:
+        """Show the settings."""
         return f"Tokenizer({self.settings})"
 
 
@@ -146,7 +155,7 @@ NGRAM_JOINER = " "
 
 
 def ngrams_of(words: list[str], n: int) -> list[str]:
-    """The contiguous 2..n-word sequences of ``words``, shortest first.
+    """Return the contiguous 2..n-word sequences of ``words``, shortest first.
 
     Examples
     --------
@@ -159,8 +168,10 @@ def ngrams_of(words: list[str], n: int) -> list[str]:
 
 def load_stopwords(spec: str | list[str] | tuple[str, ...] | None
                    ) -> tuple[frozenset[str], str]:
-    """Stopwords from ``"english"``, ``"none"`` or a file (one word a line, ``#`` comments),
-    or the union of several (``["english", "extra.txt"]``, from a repeated ``--stopwords``).
+    """Load stopwords from ``"english"``, ``"none"``, a file, or the union of several.
+
+    A file has one word a line and ``#`` comments; several sources (``["english",
+    "extra.txt"]``, from a repeated ``--stopwords``) give the union.
 
     Returns ``(words, description)``; the description goes into the corpus attrs.
 

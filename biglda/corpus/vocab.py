@@ -50,6 +50,7 @@ class VocabFilter:
     stopwords: str | tuple[str, ...] = "english"
 
     def __post_init__(self) -> None:
+        """Check the bounds; a bad one is a :class:`ConfigError` naming the flag."""
         if self.min_df < 1:
             raise ConfigError(f"--min-df must be at least 1, got {self.min_df}")
         if not 0.0 < self.max_df <= 1.0:
@@ -94,7 +95,7 @@ def _is_stop(word: str, stopwords: frozenset[str]) -> bool:
 
 
 def frequency_order(words: Sequence[str], word_count: np.ndarray) -> np.ndarray:
-    """Indices of ``words`` by descending count, ties by the word (int64).
+    """Return the indices of ``words`` by descending count, ties by the word (int64).
 
     Examples
     --------

@@ -1,6 +1,7 @@
-"""The trained model: ``TopicModel`` (inspect, infer, evaluate, save), ``load``, ``train``,
-the scikit-learn-style ``LDA`` estimator, and scoring of any topic-word matrix
-(:mod:`biglda.model.evaluate`).
+"""The trained model: ``TopicModel``, ``load``, ``train`` and the ``LDA`` estimator.
+
+``TopicModel`` is inspected, infers, evaluates and saves; ``LDA`` is scikit-learn-style;
+:mod:`biglda.model.evaluate` scores any topic-word matrix.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from biglda.model.topic_model import (
     load,
 )
 
-__all__ = ["TopicModel", "load", "train", "LDA", "UnknownWordError", "UnknownDocumentError"]
+__all__ = ["LDA", "TopicModel", "UnknownDocumentError", "UnknownWordError", "load", "train"]
 
 
 def __getattr__(name: str) -> Any:

@@ -89,8 +89,11 @@ class CorpusPart:
 
 @dataclass
 class CorpusDocs:
-    """A stored corpus read batch by batch, so memory is bounded by a batch; on Dask
-    each worker reads its own batches from the store (``memory://`` stores excepted)."""
+    """A stored corpus read batch by batch, so memory is bounded by a batch.
+
+    On Dask each worker reads its own batches from the store (``memory://`` stores
+    excepted).
+    """
 
     corpus: Any
     doc_ptr: np.ndarray  # int64[D+1], offsets in the corpus (unknown words included)
@@ -115,8 +118,10 @@ class CorpusDocs:
 
 
 def str_array(values: Any) -> np.ndarray:
-    """A numpy ``<U`` array of ``values`` (also from zarr/NumPy ``StringDType`` arrays,
-    which ``astype(str)`` refuses)."""
+    """Return ``values`` as a numpy ``<U`` array.
+
+    Also from zarr/NumPy ``StringDType`` arrays, which ``astype(str)`` refuses.
+    """
     arr = np.asarray(values)
     if arr.dtype.kind == "U":
         return arr
@@ -159,7 +164,7 @@ def _is_corpus(obj: Any) -> bool:
 
 
 def open_corpus(source: Any) -> Any:
-    """A :class:`biglda.corpus.Corpus` from a Corpus or a URL."""
+    """Open a :class:`biglda.corpus.Corpus` from a URL (a Corpus is returned as it is)."""
     if _is_corpus(source):
         return source
     if isinstance(source, str | bytes) or hasattr(source, "__fspath__"):
@@ -170,8 +175,10 @@ def open_corpus(source: Any) -> Any:
 
 
 def corpus_arrays(source: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """``(tokens, doc_ptr, vocab, doc_ids)`` of a Corpus, a URL, or a ``(tokens, doc_ptr,
-    vocab)`` tuple, in the source's own word ids."""
+    """Return ``(tokens, doc_ptr, vocab, doc_ids)`` of a corpus, in its own word ids.
+
+    The source is a Corpus, a URL, or a ``(tokens, doc_ptr, vocab)`` tuple.
+    """
     if isinstance(source, tuple):
         if len(source) != 3:
             raise InputError("a corpus tuple must be (tokens, doc_ptr, vocab)")
@@ -190,9 +197,11 @@ def corpus_arrays(source: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
 
 
 def docs_from_corpus(source: Any, model_vocab: np.ndarray) -> Docs | CorpusDocs:
-    """A corpus mapped onto the model's words: a ``(tokens, doc_ptr, vocab)`` tuple is
-    mapped now (:class:`Docs`); a Corpus or URL is read batch by batch later
-    (:class:`CorpusDocs`)."""
+    """Map a corpus onto the model's words.
+
+    A ``(tokens, doc_ptr, vocab)`` tuple is mapped now (:class:`Docs`); a Corpus or URL is
+    read batch by batch later (:class:`CorpusDocs`).
+    """
     if isinstance(source, tuple):
         tokens, doc_ptr, vocab, doc_ids = corpus_arrays(source)
         docs = remap(tokens, doc_ptr, vocab_map(vocab, model_vocab))
@@ -226,8 +235,9 @@ def docs_from_sparse(x: Any, n_words: int, id_map: np.ndarray | None = None) -> 
 
 
 def row_keys(x: Any) -> np.ndarray:
-    """int64 [n_rows]: a hash of each CSR row's (columns, counts), a key for its random
-    stream that depends on the row alone.
+    """Hash each CSR row's (columns, counts): int64 [n_rows].
+
+    The hash keys the row's random stream, so the stream depends on the row alone.
 
     Examples
     --------
@@ -250,8 +260,10 @@ def row_keys(x: Any) -> np.ndarray:
 
 def docs_from_texts(texts: Iterable[str], tokenizer_settings: dict,
                     model_vocab: np.ndarray) -> Docs:
-    """Tokenize raw texts like the training corpus was tokenized (a document given as a
-    list of words is taken as it is), then map to model ids."""
+    """Tokenize raw texts like the training corpus was tokenized, then map to model ids.
+
+    A document given as a list of words is taken as it is.
+    """
     from biglda.corpus import Tokenizer
 
     tokenizer = Tokenizer.from_settings(dict(tokenizer_settings or {}))

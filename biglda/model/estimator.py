@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 
 
 class NotFittedError(ConfigError, ValueError, AttributeError):
-    """``transform``/``score`` before ``fit`` (a ValueError and an AttributeError, like
-    scikit-learn's ``NotFittedError``)."""
+    """``transform``/``score`` before ``fit``.
+
+    A ValueError and an AttributeError, like scikit-learn's ``NotFittedError``.
+    """
 
 
 class _ParamsBase:
@@ -74,7 +76,7 @@ else:
 
 
 def _is_matrix(x: Any) -> bool:
-    """An array-like document-term matrix (not a Corpus, a URL or a list of texts)."""
+    """Tell whether ``x`` is an array-like document-term matrix (not a Corpus, URL or texts)."""
     import scipy.sparse as sp  # ~0.4 s to import; only matrix inputs need it
 
     if sp.issparse(x) or isinstance(x, np.ndarray) or hasattr(x, "__array__"):
@@ -171,10 +173,11 @@ class LDA(*_BASES):  # type: ignore[misc]
 
     if not _SKLEARN:
         def __repr__(self) -> str:
+            """Show the main parameters (scikit-learn's repr when it is installed)."""
             return f"LDA(n_components={self.n_components}, iterations={self.iterations})"
 
     def __sklearn_tags__(self) -> Any:
-        # Count data: non-negative, sparse accepted; the output is a float64 mixture.
+        """Count data: non-negative, sparse accepted; the output is a float64 mixture."""
         tags = super().__sklearn_tags__()  # type: ignore[misc]
         tags.input_tags.sparse = True
         tags.input_tags.positive_only = True
@@ -182,7 +185,7 @@ class LDA(*_BASES):  # type: ignore[misc]
         return tags
 
     def __getstate__(self) -> dict[str, Any]:
-        # Pickle the model in memory: the temporary store goes away with this instance.
+        """Pickle the model in memory: the temporary store goes away with this instance."""
         state = dict(self.__dict__)
         state.pop("_cleanup", None)
         if "model_" in state:
@@ -193,6 +196,7 @@ class LDA(*_BASES):  # type: ignore[misc]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore the attributes (the model in memory, no temporary store)."""
         self.__dict__.update(state)
 
     @property
@@ -202,8 +206,11 @@ class LDA(*_BASES):  # type: ignore[misc]
     # ------------------------------------------------------------------ fit
 
     def _counts(self, X: Any, *, reset: bool) -> Any:
-        """``X`` as a CSR count matrix: validated (by scikit-learn when installed: finite,
-        non-negative, 2-D, the fitted number of columns) and rounded to whole counts."""
+        """Return ``X`` as a CSR count matrix, validated and rounded to whole counts.
+
+        Validated by scikit-learn when installed: finite, non-negative, 2-D, the fitted
+        number of columns.
+        """
         import scipy.sparse as sp  # ~0.4 s to import; only matrix inputs need it
 
         if _SKLEARN:
@@ -226,7 +233,7 @@ class LDA(*_BASES):  # type: ignore[misc]
         return x
 
     def _alpha(self) -> float | list[float]:
-        """The doc-topic prior for the trainer: a float, or K floats (asymmetric)."""
+        """Return the doc-topic prior for the trainer: a float, or K floats (asymmetric)."""
         k = int(self.n_components)
         if self.alpha is None:
             return 1.0 / k
@@ -268,11 +275,14 @@ class LDA(*_BASES):  # type: ignore[misc]
         return str(corpus.url), names, np.arange(len(names), dtype=np.int64)
 
     def fit(self, X: Any, y: Any = None) -> LDA:
-        """Train on ``X``: a SciPy sparse (or dense) document-term count matrix, a
-        :class:`biglda.corpus.Corpus` or a corpus URL. Returns ``self``.
+        """Train on ``X`` and return ``self``.
+
+        ``X`` is a SciPy sparse (or dense) document-term count matrix, a
+        :class:`biglda.corpus.Corpus` or a corpus URL.
 
         Non-integer weights (tf-idf) are rounded to whole counts: the sampler draws one
-        topic per token."""
+        topic per token.
+        """
         # the Dask trainer (distributed, numba) loads only when fitting
         from biglda.model.training import train_to_store as driver_train
 
@@ -326,14 +336,17 @@ class LDA(*_BASES):  # type: ignore[misc]
         """Doc-topic mixtures [n_docs, K] of ``X`` by fold-in Gibbs (rows sum to 1).
 
         ``X``: a count matrix like the one fitted, a Corpus or corpus URL, or
-        pre-tokenized documents (lists of words, mapped to the fitted vocabulary)."""
+        pre-tokenized documents (lists of words, mapped to the fitted vocabulary).
+        """
         self._check_fitted()
         return self.model_.transform(self._docs(X), iterations=int(self.transform_iterations),
                                      seed=int(self.random_state))
 
     def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit, then :meth:`transform` the training documents (the same fold-in as
-        ``transform``, so ``fit(X).transform(X)`` gives the same rows)."""
+        """Fit, then :meth:`transform` the training documents.
+
+        The same fold-in as ``transform``, so ``fit(X).transform(X)`` gives the same rows.
+        """
         return self.fit(X).transform(X)
 
     def perplexity(self, X: Any) -> float:

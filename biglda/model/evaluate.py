@@ -46,14 +46,14 @@ from biglda.model._data import (
 from biglda.samplers.foldin import prepare_phi
 
 __all__ = [
-    "HeldoutScore",
     "CoherenceScore",
-    "heldout_loglik",
-    "perplexity",
+    "HeldoutScore",
     "coherence",
     "diversity",
-    "top_word_ids",
+    "heldout_loglik",
     "normalize_phi",
+    "perplexity",
+    "top_word_ids",
 ]
 
 
@@ -90,13 +90,16 @@ class HeldoutScore:
 
     @property
     def loglik_per_token(self) -> float:
+        """Log-likelihood per scored token (NaN when none was scored)."""
         return self.loglik / self.n_tokens if self.n_tokens else float("nan")
 
     @property
     def perplexity(self) -> float:
+        """``exp(-loglik_per_token)`` (NaN when no token was scored)."""
         return math.exp(-self.loglik_per_token) if self.n_tokens else float("nan")
 
     def to_dict(self) -> dict:
+        """Return the fields and the derived per-token values as a plain dict."""
         out = asdict(self)
         out["loglik_per_token"] = self.loglik_per_token
         out["perplexity"] = self.perplexity
@@ -212,10 +215,12 @@ class CoherenceScore:
 
     @property
     def mean(self) -> float:
+        """Mean over the topics whose score is finite (NaN when none is)."""
         vals = self.per_topic[np.isfinite(self.per_topic)]
         return float(vals.mean()) if len(vals) else float("nan")
 
     def to_dict(self) -> dict:
+        """Return the score as a plain (JSON-ready) dict."""
         return {"measure": self.measure, "mean": self.mean, "top_n": self.top_n,
                 "window": self.window, "n_windows": self.n_windows,
                 "n_missing_words": self.n_missing_words,
@@ -308,8 +313,10 @@ def coherence(
 
 
 def diversity(phi: np.ndarray, top_n: int = 25) -> float:
-    """Topic diversity (Dieng et al. 2020): share of distinct words among all topics'
-    ``top_n`` words (1 = no word shared between topics). ``top_n`` is clipped to V.
+    """Topic diversity (Dieng et al. 2020): share of distinct words among the top words.
+
+    The share is over all topics' ``top_n`` words (1 = no word shared between topics).
+    ``top_n`` is clipped to V.
 
     Examples
     --------

@@ -1,5 +1,7 @@
-"""Exporting a model: top words (CSV, JSON), the topic-word and doc-topic matrices (CSV,
-Parquet, .npy), pyLDAvis (prepared data, and a self-contained page with pyLDAvis).
+"""Exporting a model: top words, topic-word and doc-topic matrices, pyLDAvis.
+
+Top words go to CSV or JSON; the matrices to CSV, Parquet or .npy; pyLDAvis gets its
+prepared data, and a self-contained page with pyLDAvis.
 
 Every export is written to a temporary sibling file and moved into place when complete,
 so a failed export (unwritable path, missing library, interrupted) leaves nothing at
@@ -84,7 +86,7 @@ def topics_json(model: Any, top_n: int = 10) -> dict:
 
 
 def pyldavis_data(model: Any) -> dict:
-    """The inputs of ``pyLDAvis.prepare`` for the training documents.
+    """Return the inputs of ``pyLDAvis.prepare`` for the training documents.
 
     ``topic_term_dists`` [K, V], ``doc_topic_dists`` [D, K], ``doc_lengths`` [D] (training
     tokens per document), ``vocab`` [V] and ``term_frequency`` [V] (training tokens per word).
@@ -133,8 +135,10 @@ def _csv_matrix_writer(model: Any, what: str) -> Callable[[IO[str]], None]:
 
 
 def _inline_pyldavis_html(prepared: Any) -> str:
-    """A whole HTML page of pyLDAvis's view with d3, LDAvis and its CSS inlined (pyLDAvis
-    links them from a CDN by default), so it opens offline."""
+    """Render pyLDAvis's view as a whole HTML page with d3, LDAvis and its CSS inlined.
+
+    pyLDAvis links them from a CDN by default; inlined, the page opens offline.
+    """
     import importlib.resources
 
     import pyLDAvis  # optional, slow to import: only for the pyLDAvis page

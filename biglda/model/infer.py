@@ -47,7 +47,7 @@ def split_even_odd(tokens: np.ndarray, doc_ptr: np.ndarray) -> tuple[Docs, Docs]
 
 
 def _stream_keys(first_doc, n_docs: int) -> np.ndarray:
-    """The documents' stream keys: given (int64[n_docs]), or their global positions."""
+    """Return the documents' stream keys: given (int64[n_docs]), or their global positions."""
     if isinstance(first_doc, np.ndarray):
         return first_doc
     return np.arange(first_doc, first_doc + n_docs, dtype=np.int64)
@@ -78,8 +78,11 @@ def _left_to_right_task(tokens, doc_ptr, first_doc, phi_wk, prior_cdf, alpha, pa
 
 
 def _batch(task, part, first_doc, phi_wk, prior_cdf, alpha, id_map, params):
-    """Load one batch (a slice of mapped documents, or a token range of a stored corpus read
-    here) and run ``task`` on it; returns (result, unknown tokens, document lengths)."""
+    """Load one batch and run ``task`` on it.
+
+    A batch is a slice of mapped documents, or a token range of a stored corpus read here.
+    Returns (result, unknown tokens, document lengths).
+    """
     docs = part.load(id_map)
     result = task(docs.tokens, docs.doc_ptr, first_doc, phi_wk, prior_cdf, alpha, *params)
     return result, docs.n_unknown, np.diff(docs.doc_ptr)
@@ -155,8 +158,11 @@ def map_batches(
 def foldin(docs: Docs | CorpusDocs, phi_wk: np.ndarray, prior_cdf: np.ndarray,
            alpha: np.ndarray, *, burn_in: int, samples: int, seed: int,
            **run: Any) -> tuple[np.ndarray, dict[str, int]]:
-    """Doc-topic mixtures [D, K] of ``docs`` (see :func:`biglda.samplers.foldin.foldin_theta`)
-    and the input statistics of :func:`map_batches`."""
+    """Return the doc-topic mixtures [D, K] of ``docs`` and the input statistics.
+
+    See :func:`biglda.samplers.foldin.foldin_theta` for the mixtures and
+    :func:`map_batches` for the statistics.
+    """
     parts, stats = map_batches(_foldin_task, docs, phi_wk, prior_cdf, alpha,
                                (burn_in, samples, seed), **run)
     if not parts:
@@ -166,7 +172,7 @@ def foldin(docs: Docs | CorpusDocs, phi_wk: np.ndarray, prior_cdf: np.ndarray,
 
 def _joined(parts: list, stats: dict[str, int]
             ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
-    """The per-document values and counts of every batch, in document order, and the stats."""
+    """Join the per-document values and counts of every batch, in document order."""
     if not parts:
         return np.zeros(0), np.zeros(0, dtype=np.int64), stats
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),

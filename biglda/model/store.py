@@ -58,7 +58,8 @@ def save_model(
         raise ValueError(f"vocab has {len(vocab)} words but n_wk has {n_words} rows")
     with atomic_output(url, overwrite=overwrite) as tmp:
         g = zarr.open_group(tmp, mode="w")
-        g.create_array("n_wk", data=n_wk, chunks=(min(n_words, max(1, 2**22 // n_topics)), n_topics))
+        g.create_array("n_wk", data=n_wk,
+                       chunks=(min(n_words, max(1, 2**22 // n_topics)), n_topics))
         g.create_array("n_k", data=n_wk.sum(axis=0, dtype=np.int64))
         _write_strings(g, "vocab", np.asarray(vocab).astype(np.dtypes.StringDType()))
         _write_strings(g, "doc_ids", doc_ids)

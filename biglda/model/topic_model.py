@@ -32,7 +32,8 @@ _COMPUTED_ATTRS = {"format", "format_version", "n_topics", "n_words", "n_docs", 
 class UnknownWordError(BigLDAError, KeyError):
     """A word the model's vocabulary does not contain (a ``KeyError`` too)."""
 
-    def __str__(self) -> str:  # KeyError would quote the message
+    def __str__(self) -> str:
+        """Return the message as it is (KeyError's own str would quote it)."""
         return str(self.args[0]) if self.args else ""
 
 
@@ -40,6 +41,7 @@ class UnknownDocumentError(BigLDAError, KeyError):
     """A document id that is not among the model's training documents."""
 
     def __str__(self) -> str:
+        """Return the message as it is (KeyError's own str would quote it)."""
         return str(self.args[0]) if self.args else ""
 
 
@@ -118,7 +120,7 @@ class TopicModel:
     def from_counts(cls, n_wk: Any, n_dk: Any, vocab: Any, *, alpha: Any = 0.1,
                     beta: float = 0.01, doc_ids: Any = None,
                     attrs: dict | None = None) -> TopicModel:
-        """A model from count arrays: ``n_wk`` int[V, K], ``n_dk`` int[D, K]."""
+        """Build a model from count arrays: ``n_wk`` int[V, K], ``n_dk`` int[D, K]."""
         n_wk = np.asarray(n_wk, dtype=np.int32)
         n_dk = np.asarray(n_dk, dtype=np.int32).reshape(-1, n_wk.shape[1])
         if doc_ids is None:
@@ -163,10 +165,11 @@ class TopicModel:
             yield np.asarray(self._n_dk[start:start + rows])
 
     def record_evaluation(self, results: dict, key: str | None = None) -> None:
-        """Keep an evaluation in ``attrs["evaluations"][key]`` (a history keyed by the test
-        set; default key: ``results["test_corpus"]``, else ``"default"``), merging into an
-        earlier one of the same key; ``attrs["evaluation"]`` is the one saved last. A
-        stored model's store is updated too (``biglda evaluate --save``).
+        """Keep an evaluation in ``attrs["evaluations"][key]``, a history keyed by the test set.
+
+        The default key is ``results["test_corpus"]``, else ``"default"``; an earlier
+        evaluation of the same key is merged into. ``attrs["evaluation"]`` is the one saved
+        last. A stored model's store is updated too (``biglda evaluate --save``).
         """
         import datetime
 
@@ -193,42 +196,52 @@ class TopicModel:
 
     @property
     def n_topics(self) -> int:
+        """Number of topics K."""
         return int(self._n_wk.shape[1])
 
     @property
     def n_words(self) -> int:
+        """Vocabulary size V."""
         return int(self._n_wk.shape[0])
 
     @property
     def n_docs(self) -> int:
+        """Number of training documents D."""
         return len(self.doc_ids)
 
     @property
     def n_tokens(self) -> int:
+        """Number of training tokens."""
         return int(self.topic_sizes.sum())
 
     @property
     def history(self) -> list[dict]:
+        """Training metrics as recorded during training (a list of dicts)."""
         return list(self.attrs.get("history") or [])
 
     @property
     def config(self) -> dict:
+        """The training settings the model was made with."""
         return dict(self.attrs.get("config") or {})
 
     @property
     def tokenizer_settings(self) -> dict:
+        """The tokenizer settings of the training corpus (to tokenize new text alike)."""
         return dict(self.attrs.get("tokenizer") or {})
 
     @property
     def topic_word_counts(self) -> np.ndarray:
+        """Topic-word counts, int32 [K, V] (the transpose of ``n_wk``)."""
         return self._n_wk.T
 
     @property
     def topic_sizes(self) -> np.ndarray:
+        """Training tokens per topic, int64 [K]."""
         return self._n_wk.sum(axis=0, dtype=np.int64)
 
     @property
     def topic_word(self) -> np.ndarray:
+        """Topic-word distributions phi, float64 [K, V], smoothed by ``beta`` (cached)."""
         if self._topic_word is None:
             n_k = self.topic_sizes.astype(np.float64)
             self._topic_word = ((self._n_wk.T + self.beta)
@@ -237,10 +250,12 @@ class TopicModel:
 
     @property
     def doc_topic_counts(self) -> np.ndarray:
+        """Doc-topic counts of the training documents, [D, K]."""
         return np.asarray(self._n_dk[:])
 
     @property
     def doc_topic(self) -> np.ndarray:
+        """Doc-topic mixtures theta of the training documents, float64 [D, K] (cached)."""
         if self._doc_topic is None:
             n_dk = self.doc_topic_counts.astype(np.float64)
             self._doc_topic = ((n_dk + self.alpha)
@@ -275,7 +290,7 @@ class TopicModel:
     # ------------------------------------------------------------------ inspection
 
     def top_words(self, topic: int, n: int = 10) -> list[tuple[str, float]]:
-        """The ``n`` most probable words of ``topic`` with their probabilities.
+        """Return the ``n`` most probable words of ``topic`` with their probabilities.
 
         ``n`` larger than the vocabulary is clipped to V (every word is returned).
 
@@ -292,8 +307,10 @@ class TopicModel:
         return [(str(self.vocab[i]), float(self.topic_word[k, i])) for i in ids]
 
     def topics(self, n: int = 10) -> list[dict[str, Any]]:
-        """A table of all topics: one row (dict) per topic with ``topic``, ``share`` (fraction
-        of training tokens), ``size`` (tokens), ``words`` and ``probs`` (top ``n``, clipped to V).
+        """Return a table of all topics, one row (dict) per topic.
+
+        A row has ``topic``, ``share`` (fraction of training tokens), ``size`` (tokens),
+        ``words`` and ``probs`` (top ``n``, clipped to V).
         """
         sizes = self.topic_sizes
         total = max(int(sizes.sum()), 1)
@@ -319,8 +336,11 @@ class TopicModel:
         return [(int(k), float(p[k])) for k in order]
 
     def similar_topics(self, topic: int, n: int = 5) -> list[tuple[int, float]]:
-        """The ``n`` topics closest to ``topic``: similarity = 1 - Jensen-Shannon divergence
-        (base 2, so in [0, 1]) between topic-word distributions, most similar first."""
+        """Return the ``n`` topics closest to ``topic``, most similar first.
+
+        Similarity is 1 - Jensen-Shannon divergence (base 2, so in [0, 1]) between
+        topic-word distributions.
+        """
         k = self._check_topic(topic)
         phi = self.topic_word
         mix = 0.5 * (phi + phi[k])
@@ -332,7 +352,7 @@ class TopicModel:
         return [(j, float(sim[j])) for j in order]
 
     def summary(self, n_words: int = 8, max_topics: int | None = None) -> str:
-        """A few lines of text: sizes, priors, last training metrics, top words per topic."""
+        """Describe the model in a few lines: sizes, priors, last metrics, top words per topic."""
         lines = [repr(self)]
         a = self.alpha
         alpha_txt = (f"{a[0]:.4g}" if np.allclose(a, a[0])
@@ -359,6 +379,7 @@ class TopicModel:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
+        """Show the sizes and, for a stored model, its URL."""
         where = f", url={self.url!r}" if self.url else ""
         return (f"TopicModel(n_topics={self.n_topics}, n_words={self.n_words}, "
                 f"n_docs={self.n_docs}, n_tokens={self.n_tokens}{where})")
@@ -429,11 +450,13 @@ class TopicModel:
     # ------------------------------------------------------------------ evaluation
 
     def heldout_loglik(self, test_corpus: Any, **kw: Any) -> _eval.HeldoutScore:
-        """Held-out log-likelihood by document completion; see
-        :func:`biglda.model.evaluate.heldout_loglik` for the split and sweeps (even token
+        """Held-out log-likelihood by document completion.
+
+        See :func:`biglda.model.evaluate.heldout_loglik` for the split and sweeps (even token
         positions estimate theta with 20 burn-in + 30 averaged fold-in sweeps, odd ones are
         scored). ``test_corpus`` words are mapped to the model by word; the result's
-        ``n_unknown`` counts test tokens the model does not know (dropped)."""
+        ``n_unknown`` counts test tokens the model does not know (dropped).
+        """
         if "vocab" in kw:
             raise ConfigError("the model supplies its own vocab")
         return _eval.heldout_loglik(self.topic_word, self.alpha, test_corpus, vocab=self.vocab,
@@ -445,9 +468,11 @@ class TopicModel:
 
     def coherence(self, corpus: Any, measure: str = "npmi", top_n: int = 10,
                   window: int | None = None) -> _eval.CoherenceScore:
-        """Coherence of the topics' top words in ``corpus``; see
-        :func:`biglda.model.evaluate.coherence` (``window=None``: document co-occurrence;
-        an int: sliding windows of that many tokens)."""
+        """Coherence of the topics' top words in ``corpus``.
+
+        See :func:`biglda.model.evaluate.coherence` (``window=None``: document co-occurrence;
+        an int: sliding windows of that many tokens).
+        """
         return _eval.coherence(self.topic_word, self.vocab, corpus, measure=measure,
                                top_n=top_n, window=window)
 

@@ -16,7 +16,7 @@ from biglda.model.topic_model import load
 
 
 def vocabulary_of(url: str, what: str = "--vocab-from") -> tuple[list[str], dict]:
-    """The vocabulary and tokenizer settings of a corpus.zarr or a model.zarr.
+    """Return the vocabulary and tokenizer settings of a corpus.zarr or a model.zarr.
 
     ``what`` names the setting in the one-line error for a store that is neither.
     """
@@ -31,9 +31,11 @@ def vocabulary_of(url: str, what: str = "--vocab-from") -> tuple[list[str], dict
 
 
 def ingest_settings_from(url: str, what: str = "--vocab-from", **kw: Any) -> dict[str, Any]:
-    """``kw`` (keyword arguments of :func:`~biglda.corpus.ingest.ingest`) with the
-    vocabulary and tokenizer settings of the store at ``url``: the same text must give the
-    same words."""
+    """Return ``kw`` with the vocabulary and tokenizer settings of the store at ``url``.
+
+    ``kw`` are keyword arguments of :func:`~biglda.corpus.ingest.ingest`; the same text
+    must give the same words.
+    """
     vocabulary, tok = vocabulary_of(url, what)
     return {**kw, "vocabulary": vocabulary,
             "lowercase": bool(tok.get("lowercase", kw.get("lowercase", True))),

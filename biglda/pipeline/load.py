@@ -53,7 +53,7 @@ def load_pipeline(path: str, run_dir: str | None = None,
 
 
 def _read_toml(path: str) -> dict[str, Any]:
-    """The file as TOML, with a ``[pipeline]`` table (maybe empty) and ``[stages.*]``."""
+    """Read the file as TOML, with a ``[pipeline]`` table (maybe empty) and ``[stages.*]``."""
     if not os.path.isfile(path):
         raise PipelineError(f"{path}: no such pipeline file")
     try:

@@ -39,10 +39,12 @@ class PeakMemory:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def __enter__(self) -> PeakMemory:
+        """Start sampling in a background thread."""
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop sampling and wait for the thread (the peaks are final after this)."""
         self._stop.set()
         self._thread.join()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -33,7 +34,7 @@ Event = Callable[[str, Stage, dict[str, Any]], None]
 
 
 def _progress(emit: Any, st: Stage) -> Any:
-    """The stage's progress callback: each line of text becomes a ``progress`` event."""
+    """Return the stage's progress callback: each line of text becomes a ``progress`` event."""
     def note(text: str) -> None:
         emit("progress", st, {"text": text})
     return note
@@ -61,8 +62,10 @@ def run_pipeline(p: Pipeline, *, force: bool = False, stages: Iterable[str] | No
 
 
 class _RunLock:
-    """One run per run directory at a time: a lock file holding the runner's pid (a lock
-    left by a process that no longer exists is taken over)."""
+    """One run per run directory at a time: a lock file holding the runner's pid.
+
+    A lock left by a process that no longer exists is taken over.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -89,10 +92,8 @@ class _RunLock:
         raise PipelineError(f"cannot take the lock {self.path}")
 
     def __exit__(self, *exc: object) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.remove(self.path)
-        except OSError:
-            pass
 
 
 def _alive(pid: int) -> bool:
@@ -177,7 +178,7 @@ def _run_stage(p: Pipeline, st: Stage, note: Note) -> str:
 
 
 def _failure(st: Stage, folder: str, exc: BaseException) -> str:
-    """The one line a failed stage raises: its first line, the type of a non-user error."""
+    """Return the one line a failed stage raises: its first line, the type of a non-user error."""
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if not isinstance(exc, BigLDAError):
         msg = f"{type(exc).__name__}: {msg}"

@@ -75,7 +75,7 @@ class Pipeline:
     stages: list[Stage]
 
     def stage_dir(self, stage: Stage | str) -> str:
-        """The folder a stage writes in."""
+        """Return the folder a stage writes in."""
         return os.path.join(self.run_dir, stage if isinstance(stage, str) else stage.name)
 
     def record_path(self, stage: Stage | str) -> str:
@@ -84,7 +84,7 @@ class Pipeline:
         return os.path.join(self.run_dir, RECORD_DIR, f"{name}.json")
 
     def artifact(self, stage: str, name: str | None = None) -> str:
-        """The path of a stage's output ``name`` (default: the one "@stage" means)."""
+        """Return the path of a stage's output ``name`` (default: the one "@stage" means)."""
         st = self._by_name()[stage]
         name = name or st.spec.default
         return os.path.join(self.stage_dir(st), st.outputs[name])
@@ -94,7 +94,7 @@ class Pipeline:
 
 
 def refs_in(value: Any) -> list[str]:
-    """The references (``"@stage"``, ``"@stage.output"``) in a parameter value."""
+    """Return the references (``"@stage"``, ``"@stage.output"``) in a parameter value."""
     if isinstance(value, str) and value.startswith("@"):
         return [value]
     if isinstance(value, list):

@@ -10,6 +10,7 @@ writes only inside its ``folder``. The ``train`` stage's keys are the trainer's 
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import os
 import subprocess
@@ -99,8 +100,10 @@ def _train_params() -> frozenset[str]:
 
 
 class _Progress:
-    """The train stage's record handler: metrics.jsonl, and a progress line for the first
-    and last iteration and at most every 30 s."""
+    """The train stage's record handler: metrics.jsonl, and progress lines.
+
+    A progress line for the first and last iteration and at most every 30 s.
+    """
 
     def __init__(self, folder: str, note: Note) -> None:
         self.metrics = JsonlSink(os.path.join(folder, "metrics.jsonl"))
@@ -153,9 +156,9 @@ _EVAL_PARAMS = _keys("model", "test", "coherence_corpus", "truth", "burn_in", "s
 
 
 def _training_summary(hist: list[dict]) -> dict[str, Any]:
-    """Iterations, seconds, median seconds per iteration and tokens/s of a model's history."""
+    """Sum up a model's history: iterations, seconds, median seconds per iteration, tokens/s."""
     tps = [r["tokens_per_s"] for r in hist if r.get("tokens_per_s")]
-    its = [b["elapsed"] - a["elapsed"] for a, b in zip(hist, hist[1:], strict=False)]
+    its = [b["elapsed"] - a["elapsed"] for a, b in itertools.pairwise(hist)]
     return {"iterations": len(hist), "seconds": hist[-1].get("elapsed"),
             "median_seconds_per_iteration": sorted(its)[len(its) // 2] if its else None,
             "final_ll_per_token": hist[-1].get("ll_per_token"),

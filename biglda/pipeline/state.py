@@ -15,7 +15,7 @@ HASH_LIMIT = 256 << 20
 
 
 def fingerprint(path: str) -> str:
-    """A short hash of a file (by content up to HASH_LIMIT) or of a folder (names, sizes, mtimes).
+    """Hash a file (by content up to HASH_LIMIT) or a folder (names, sizes, mtimes), shortly.
 
     Examples
     --------
@@ -45,7 +45,7 @@ def fingerprint(path: str) -> str:
 
 
 def version() -> str:
-    """biglda's version (part of every stage key)."""
+    """Biglda's version (part of every stage key)."""
     return biglda.__version__
 
 
@@ -63,7 +63,7 @@ def _abs(p: Pipeline, path: str) -> str:
 
 
 def resolved_params(p: Pipeline, st: Stage) -> dict[str, Any]:
-    """The stage's parameters with references and input paths made absolute."""
+    """Return the stage's parameters with references and input paths made absolute."""
     out = {k: _resolve_value(p, v) for k, v in st.params.items()}
     for param in st.spec.paths:
         if param in out and not refs_in(st.params[param]):
@@ -91,7 +91,7 @@ def stage_key(p: Pipeline, st: Stage) -> tuple[str, dict[str, str]]:
 
 
 def read_record(p: Pipeline, st: Stage) -> dict | None:
-    """The record of the stage's last success, or None."""
+    """Return the record of the stage's last success, or None."""
     try:
         with open(p.record_path(st)) as f:
             rec = json.load(f)

@@ -10,13 +10,12 @@ import numpy as np
 
 @numba.njit(nogil=True, cache=True)
 def _apply_delta_ll(table, rows, topics, counts, beta, lg, dk):  # pragma: no cover - jit
-    """Add a COO delta to ``table`` [R, K] int32 and ``dk`` [K] int64 in place; return the
-    change of Σ lgamma(n + β).
+    """Add a COO delta to ``table`` and ``dk`` in place; return the change of Σ lgamma(n + β).
 
-    rows int64 [M] (local row ids), topics int64 [M], counts int32 [M]; ``lg`` float64 [L]
-    holds lgamma(n + β) for n < L (counts are mostly small: a table lookup instead of two
-    lgamma calls per entry). Entries may repeat: they are applied one after the other, so the
-    log-likelihood change is exact either way.
+    table int32 [R, K], dk int64 [K]; rows int64 [M] (local row ids), topics int64 [M],
+    counts int32 [M]; ``lg`` float64 [L] holds lgamma(n + β) for n < L (counts are mostly
+    small: a table lookup instead of two lgamma calls per entry). Entries may repeat: they
+    are applied one after the other, so the log-likelihood change is exact either way.
     """
     n_lg = lg.shape[0]
     ll = 0.0
@@ -50,7 +49,7 @@ def lgamma_table(beta: float, size: int = 1 << 16) -> np.ndarray:
 def apply_delta_ll(table: np.ndarray, rows: np.ndarray, topics: np.ndarray,
                    counts: np.ndarray, beta: float, lg: np.ndarray | None = None,
                    dk: np.ndarray | None = None) -> float:
-    """Checked wrapper of :func:`_apply_delta_ll` (rows local to ``table``).
+    """Add a COO delta to ``table`` (rows local to it), checked; see :func:`_apply_delta_ll`.
 
     ``dk`` (int64 [K]) receives the column sums of the delta when given.
     """
@@ -68,7 +67,7 @@ def apply_delta_ll(table: np.ndarray, rows: np.ndarray, topics: np.ndarray,
 
 
 def add_coo(table: np.ndarray, rows: np.ndarray, topics: np.ndarray, counts: np.ndarray) -> None:
-    """Checked wrapper of :func:`_add_coo`."""
+    """Add COO entries to ``table`` in place, checked; see :func:`_add_coo`."""
     if not (len(rows) == len(topics) == len(counts)):
         raise ValueError("rows, topics and counts must have the same length")
     if len(rows):
@@ -92,9 +91,10 @@ def merge_coo(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_topics
 
 @numba.njit(nogil=True, cache=True)
 def _fold(rows, topics, counts, n_rows, n_topics):  # pragma: no cover - jit
-    """Sum one clock's COO entries (any order, repeats allowed) into unique (row, topic) pairs
-    sorted by row, then topic; net zeros are kept (every pair pushed is there, so a writer's
-    own entries can be taken out again by :func:`subtract_sorted`).
+    """Sum one clock's COO entries into unique (row, topic) pairs sorted by row, then topic.
+
+    Any order, repeats allowed; net zeros are kept (every pair pushed is there, so a
+    writer's own entries can be taken out again by :func:`subtract_sorted`).
 
     rows int32 [M] in [0, n_rows), topics int32 [M] in [0, n_topics), counts int32 [M].
     Returns ``(row_ptr int64 [n_rows + 1], topics int32 [U], counts int32 [U])``: row ``r``'s
@@ -144,8 +144,11 @@ def _fold(rows, topics, counts, n_rows, n_topics):  # pragma: no cover - jit
 
 @numba.njit(nogil=True, cache=True)
 def _fold_sorted(rows, topics, counts, starts, n_rows, n_topics):  # pragma: no cover - jit
-    """:func:`_fold` for entries made of runs ``[starts[j], starts[j + 1])`` each sorted by
-    (row, topic) and unique (what sweeps push): a k-way merge on a binary heap, O(M log k)."""
+    """:func:`_fold` for sorted runs: a k-way merge on a binary heap, O(M log k).
+
+    The entries are runs ``[starts[j], starts[j + 1])``, each sorted by (row, topic) and
+    unique (what sweeps push).
+    """
     k = starts.shape[0] - 1
     heap = np.empty(k, np.int64)  # run ids, ordered by the key of their head
     head = starts[:-1].copy()
@@ -213,8 +216,10 @@ def _fold_sorted(rows, topics, counts, starts, n_rows, n_topics):  # pragma: no 
 
 @numba.njit(nogil=True, cache=True)
 def _gather(row_ptr, topics, counts, sel, out_r, out_t, out_c, at):  # pragma: no cover - jit
-    """Copy the entries of rows ``sel`` (int64 [S]) into ``out_*`` from position ``at``;
-    return the position after the last one written (rows as int32)."""
+    """Copy the entries of rows ``sel`` into ``out_*`` from ``at``; return the end position.
+
+    sel int64 [S]; rows are written as int32.
+    """
     n = at
     for s in range(sel.shape[0]):
         r = sel[s]
@@ -229,7 +234,7 @@ def _gather(row_ptr, topics, counts, sel, out_r, out_t, out_c, at):  # pragma: n
 def fold(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_rows: int,
          n_topics: int, starts: np.ndarray | None = None, merge_runs: int = 4
          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Checked wrapper of :func:`_fold`: ``(row_ptr, topics, counts)`` of the summed delta.
+    """Sum a delta, checked (see :func:`_fold`); return ``(row_ptr, topics, counts)``.
 
     ``starts`` (int64 [k + 1]): the entries are k pushes one after the other; when each is
     sorted by (row, topic) and unique (as sweeps push them) and k <= ``merge_runs`` they are
@@ -260,8 +265,10 @@ def fold(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray, n_rows: int,
 
 def gather(row_ptr: np.ndarray, topics: np.ndarray, counts: np.ndarray, sel: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The entries of rows ``sel`` (sorted local ids) of a folded delta (:func:`fold`) as COO
-    ``(rows, topics, counts)``, all int32: a gather through ``row_ptr``, no sort.
+    """Return the entries of rows ``sel`` of a folded delta (:func:`fold`) as COO.
+
+    ``sel`` holds sorted local ids; the result is ``(rows, topics, counts)``, all int32: a
+    gather through ``row_ptr``, no sort.
 
     Examples
     --------
@@ -282,9 +289,12 @@ def gather(row_ptr: np.ndarray, topics: np.ndarray, counts: np.ndarray, sel: np.
 @numba.njit(nogil=True, cache=True)
 def _subtract_sorted(rows, topics, counts, sub_rows, sub_topics, sub_counts, n_topics
                      ):  # pragma: no cover - jit
-    """counts[(r, t)] -= sub for each sub entry, then compact out zeros in place; return the
-    new length, or -1 if a sub entry is missing. rows/topics int32 [N] sorted by (row, topic),
-    unique; sub_* int32 [M], any order (a galloping cursor makes sorted ones O(N + M))."""
+    """Subtract the sub entries, then compact out zeros in place; return the new length.
+
+    counts[(r, t)] -= sub for each sub entry; -1 if a sub entry is missing. rows/topics int32
+    [N] sorted by (row, topic), unique; sub_* int32 [M], any order (a galloping cursor makes
+    sorted ones O(N + M)).
+    """
     n = rows.shape[0]
     pos = np.empty(sub_rows.shape[0], np.int64)
     cur = 0
@@ -327,7 +337,7 @@ def _subtract_sorted(rows, topics, counts, sub_rows, sub_topics, sub_counts, n_t
 def subtract_sorted(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray,
                     sub_rows: np.ndarray, sub_topics: np.ndarray, sub_counts: np.ndarray,
                     n_topics: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A COO delta sorted by (row, topic), unique, minus another (any order); zeros dropped.
+    """Subtract a COO delta (any order) from one sorted by (row, topic), unique; drop zeros.
 
     The arrays of the first are changed in place (the result is a prefix of them). A (row,
     topic) of the second that the first lacks is appended with its negated count (then the

@@ -19,7 +19,8 @@ _LOST = (OSError, EOFError, ConnectionError)
 def _fail(what: str, exc: BaseException, timeout: float) -> ClusterError:
     if isinstance(exc, TimeoutError):
         return ClusterError(f"{what}: no answer within {timeout:g} s (a worker may have been lost)")
-    return ClusterError(f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    first_line = str(exc).splitlines()[0] if str(exc) else ""
+    return ClusterError(f"{what}: {type(exc).__name__}: {first_line}")
 
 
 def call(actor_future: Any, timeout: float, what: str,
@@ -100,6 +101,7 @@ class InProcess:
         self._obj = obj
 
     def __getattr__(self, name: str) -> Any:
+        """Forward to the object; a method's result comes back as a done future."""
         attr = getattr(self._obj, name)
         if not callable(attr):
             return attr

@@ -58,8 +58,9 @@ class TableClient:
 
     def push(self, shard: int, clock: int, parts: Sequence[tuple[np.ndarray, ...]],
              timeout: float, log: bool = True) -> None:
-        """Send shard ``shard``'s delta of ``clock``, one ``(words, topics, counts)`` part per
-        table shard (global word ids), all calls at once.
+        """Send shard ``shard``'s delta of ``clock`` to every table shard, all calls at once.
+
+        One ``(words, topics, counts)`` part per table shard (global word ids).
 
         ``log=False``: the initial recount (applied, not logged for pulls).
         """
@@ -76,24 +77,31 @@ class TableClient:
 
     def attach(self, shard: int, vocab_parts: Sequence[np.ndarray], upto: int, timeout: float
                ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Register shard ``shard``'s vocabulary (one part per table shard, global ids) and get
-        its rows as of clock ``upto``: ``(rows, n_k part, received)`` per table shard."""
+        """Register shard ``shard``'s vocabulary and get its rows as of clock ``upto``.
+
+        The vocabulary comes in one part per table shard (global ids); the answer is
+        ``(rows, n_k part, received)`` per table shard.
+        """
         futs = [actor.attach(shard, words, upto)
                 for actor, words in zip(self.actors, vocab_parts, strict=True)]
         return call_all(futs, timeout, f"shard {shard}: attach")
 
     def pull(self, shard: int, received: Sequence[np.ndarray], upto: int, timeout: float
              ) -> list[tuple[np.ndarray, ...]]:
-        """Other shards' merged deltas of clocks in ``(received, upto]`` on shard ``shard``'s
-        rows: ``(received', words, topics, counts, dk)`` per table shard."""
+        """Pull other shards' merged deltas of clocks in ``(received, upto]``.
+
+        Only shard ``shard``'s rows; ``(received', words, topics, counts, dk)`` per table shard.
+        """
         futs = [actor.pull(shard, got, upto)
                 for actor, got in zip(self.actors, received, strict=True)]
         return call_all(futs, timeout, f"shard {shard}: pull")
 
     def snapshots(self, clock: int, timeout: float, check: Check = None
                   ) -> list[tuple[float, np.ndarray] | None]:
-        """Each table shard's ``(row_ll, n_k part)`` of the moment every push of ``clock`` had
-        arrived (None where there is none)."""
+        """Return each table shard's ``(row_ll, n_k part)`` after every push of ``clock``.
+
+        As of the moment every push of ``clock`` had arrived; None where there is none.
+        """
         return call_all([a.snapshot(clock) for a in self.actors], timeout, "log-lik",
                         check=check)
 
@@ -135,8 +143,10 @@ class ClockClient:
                 return ClockAnswer(answer)
 
     def tick(self, shard: int, completed: int, stats: dict | None, timeout: float) -> None:
-        """Shard ``shard`` finished ``completed`` sweeps (its pushes are done); ``stats`` go to
-        the mailbox as its statistics of clock ``completed - 1``."""
+        """Report that shard ``shard`` finished ``completed`` sweeps (its pushes are done).
+
+        ``stats`` go to the mailbox as its statistics of clock ``completed - 1``.
+        """
         call(self.actor.tick(shard, completed, stats), timeout, f"shard {shard}: clock tick")
 
     def stop(self, timeout: float, at: int | None = None) -> int:
@@ -174,8 +184,9 @@ class AlphaClient:
 
     def lookup(self, shard: int, clock: int, need: bool, chunk: float, timeout: float
                ) -> tuple[ClockAnswer, tuple[int, Any] | None]:
-        """The alpha for shard ``shard`` at ``clock``: ``(GO, (from_clock, alpha) or None)``,
-        or ``(STOP, None)`` / ``(ABORT, None)``.
+        """Look up the alpha for shard ``shard`` at ``clock``.
+
+        Returns ``(GO, (from_clock, alpha) or None)``, or ``(STOP, None)`` / ``(ABORT, None)``.
 
         ``need``: wait until one published for ``clock`` or later is there
         (:func:`biglda.ps.rules.alpha_answer`), in server-side waits of ``chunk`` seconds.
@@ -242,7 +253,7 @@ class PSClient:
 
     @classmethod
     def from_actors(cls, tables: Sequence[Any], bounds: np.ndarray, clock: Any) -> PSClient:
-        """The client of table-shard actors ``tables`` (row ``bounds``) and a clock actor."""
+        """Build the client of table-shard actors ``tables`` (row ``bounds``) and a clock actor."""
         return cls(tables=TableClient(tuple(tables), np.asarray(bounds, dtype=np.int64)),
                    clock=ClockClient(clock), alpha=AlphaClient(clock),
                    mailbox=MailboxClient(clock))

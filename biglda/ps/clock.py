@@ -17,6 +17,7 @@ tests check the SSP bound from the record. Workers and the driver reach it throu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -60,10 +61,8 @@ class ClockServer:
     async def _changed(self, timeout: float) -> None:
         if self._event is None:
             self._event = asyncio.Event()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._event.wait(), timeout)
-        except TimeoutError:
-            pass
 
     # -- the SSP clock ------------------------------------------------------------------
     async def wait(self, shard: int, clock: int, timeout: float = 5.0) -> ClockAnswer:

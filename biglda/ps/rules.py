@@ -124,8 +124,10 @@ class AlphaBroker:
         self.published: tuple[int, Any] | None = None
 
     def publish(self, clock: int, alpha: Any) -> None:
-        """Publish ``alpha`` for clocks ``clock`` on; an older publication than the newest is
-        ignored."""
+        """Publish ``alpha`` for clocks ``clock`` on.
+
+        A publication older than the newest is ignored.
+        """
         if self.published is None or int(clock) >= self.published[0]:
             self.published = (int(clock), alpha)
 
@@ -141,7 +143,7 @@ class AlphaBroker:
 
 def alpha_answer(rules: ClockRules, broker: AlphaBroker, clock: int, need: bool
                  ) -> tuple[ClockAnswer, tuple[int, Any] | None]:
-    """The answer to a shard at ``clock`` asking for its alpha: ``(answer, publication)``.
+    """Answer a shard at ``clock`` asking for its alpha: ``(answer, publication)``.
 
     ``(GO, (from_clock, alpha))`` or ``(GO, None)`` (none published: keep the initial alpha);
     ``ABORT`` before anything else; ``STOP`` when the alpha it needs can no longer come

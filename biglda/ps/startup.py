@@ -70,8 +70,7 @@ class ParameterServer:
 def start_parameter_server(client: Any, n_words: int, n_topics: int, n_shards: int,
                            beta: float, staleness: float, workers: list[str],
                            start_clock: int = 0, timeout: float = 60.0) -> ParameterServer:
-    """Create one :class:`TableShard` per worker (row ranges of ``n_wk``) and a
-    :class:`ClockServer`.
+    """Create one :class:`TableShard` per worker (row ranges of ``n_wk``) and a ClockServer.
 
     Parameters
     ----------
@@ -102,7 +101,7 @@ def start_parameter_server(client: Any, n_words: int, n_topics: int, n_shards: i
             for i, w in enumerate(workers[:len(bounds) - 1])]
     clock_fut = client.submit(ClockServer, n_shards, staleness, start_clock, actor=True,
                               workers=[workers[0]], allow_other_workers=False, pure=False)
-    actors = future_results(futs + [clock_fut], timeout, "starting the parameter server")
+    actors = future_results([*futs, clock_fut], timeout, "starting the parameter server")
     return ParameterServer(client=PSClient.from_actors(actors[:-1], bounds, actors[-1]),
                            workers=tuple(workers[:len(bounds) - 1]),
-                           futures=tuple(futs + [clock_fut]))
+                           futures=(*futs, clock_fut))

@@ -34,8 +34,8 @@ that changed, not with the number of clients:
 
 Pulling by clock rather than "whatever arrived" makes BSP deterministic: the same seed and
 shard layout give the same run, on any number of workers. The actor also keeps the word part of
-the log-likelihood, Σ lgamma(n_wk + β) − lgamma(β), up to date incrementally (exact: each
-applied entry adds lgamma(new+β) − lgamma(old+β)), and snapshots it with its ``n_k`` part the
+the log-likelihood, Σ lgamma(n_wk + β) - lgamma(β), up to date incrementally (exact: each
+applied entry adds lgamma(new+β) - lgamma(old+β)), and snapshots it with its ``n_k`` part the
 moment every shard's push of a clock has arrived; under BSP this is exactly the table after
 that clock. :meth:`TableShard.info` counts the work of pulls (entries scanned, gathered and
 merged) so tests check that one pull's cost does not grow with the number of clients.
@@ -123,7 +123,7 @@ class TableShard:
         self.beta = float(beta)
         self.n_wk = np.zeros((self.row_stop - self.row_start, self.n_topics), dtype=np.int32)
         self.n_k = np.zeros(self.n_topics, dtype=np.int64)
-        self.row_ll = 0.0  # Σ over entries of lgamma(n + β) − lgamma(β)
+        self.row_ll = 0.0  # Σ over entries of lgamma(n + β) - lgamma(β)
         self._lg = lgamma_table(self.beta)
         self.applied = np.full(self.n_shards, NO_CLOCK, dtype=np.int64)  # last clock per shard
         # per-writer entries by clock: the frontier (clocks not folded yet), and folded ones
@@ -186,8 +186,11 @@ class TableShard:
         return True
 
     def _fold(self, clock: int) -> FoldedClock:
-        """``D_c`` of a complete clock, summed once (all its per-writer entries are logged
-        until then: the pull that asks lacks every one of them, see :meth:`_trim`)."""
+        """``D_c`` of a complete clock, summed once.
+
+        All its per-writer entries are logged until then: the pull that asks lacks every one
+        of them, see :meth:`_trim`.
+        """
         d = self._folded.get(clock)
         if d is None:
             entries = self._log[clock]
@@ -204,7 +207,7 @@ class TableShard:
         return d
 
     def _state_after(self, clock: int) -> tuple[float, np.ndarray]:
-        """``(row_ll, n_k part)`` of the table after every shard's clock ``clock`` and nothing later.
+        """``(row_ll, n_k part)`` of the table after every shard's clock ``clock``, no later.
 
         Under SSP faster shards may already have pushed later clocks; their deltas are still in
         the per-writer log (not complete: the slowest shard has not pushed them), so they are
@@ -312,10 +315,9 @@ class TableShard:
                     dk += e.dk
                     continue
                 d = self._fold(c)
-                if len(vocab) <= len(d.rows):  # cut by the vocabulary through row_ptr
-                    sel = vocab
-                else:  # or the changed rows by the mask: whichever is shorter
-                    sel = d.rows[mask[d.rows]]
+                # Cut by the vocabulary through row_ptr, or the changed rows by the mask:
+                # whichever is shorter.
+                sel = vocab if len(vocab) <= len(d.rows) else d.rows[mask[d.rows]]
                 self.pull_rows_probed += min(len(vocab), len(d.rows))
                 part = gather(d.row_ptr, d.topics, d.counts, sel)
                 self.pull_gathered += len(part[0])
@@ -365,12 +367,15 @@ class TableShard:
         return received, words, topics, counts, dk
 
     def _trim(self) -> None:
-        """Drop what nobody needs any more: ``D_c`` once every puller has all of clock ``c``; a
-        folded clock's per-writer entry once every other shard has it and its writer can no
-        longer be served that clock folded (it acknowledged some other writer's ``c``).
+        """Drop what nobody needs any more.
+
+        ``D_c`` once every puller has all of clock ``c``; a folded clock's per-writer entry
+        once every other shard has it and its writer can no longer be served that clock
+        folded (it acknowledged some other writer's ``c``).
 
         Acknowledged, not sent: a reply may be lost and the pull retried with the older
-        ``received``, which must find the same entries."""
+        ``received``, which must find the same entries.
+        """
         got = self._received.copy()
         top = np.iinfo(np.int64).max
         np.fill_diagonal(got, top)
@@ -402,7 +407,10 @@ class TableShard:
         return self.row_start, self.n_wk.copy(), self.n_k.copy()
 
     def top_words(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``n`` largest rows of each topic here: ``(global word ids, counts)``, both [n, K]."""
+        """Return the ``n`` largest rows of each topic here: ``(global word ids, counts)``.
+
+        Both are [n, K].
+        """
         n = min(int(n), len(self.n_wk))
         if n == 0:
             return np.zeros((0, self.n_topics), np.int64), np.zeros((0, self.n_topics), np.int32)
@@ -411,10 +419,13 @@ class TableShard:
         return idx.astype(np.int64) + self.row_start, counts
 
     def info(self) -> dict[str, Any]:
-        """Counters: bytes in/out, pushes applied/ignored, log length, applied clocks, and the
-        work of pulls in entries (``fold_entries``: pushed entries summed into folded clocks;
-        per pull: ``pull_rows_probed``, ``pull_gathered``, ``pull_log_scanned``,
-        ``pull_merged``, ``pull_own``, ``pull_entries_out``)."""
+        """Return the counters: bytes, pushes, log length, applied clocks, work of pulls.
+
+        Bytes in/out, pushes applied/ignored, log length, applied clocks, and the work of
+        pulls in entries (``fold_entries``: pushed entries summed into folded clocks; per
+        pull: ``pull_rows_probed``, ``pull_gathered``, ``pull_log_scanned``,
+        ``pull_merged``, ``pull_own``, ``pull_entries_out``).
+        """
         return {"index": self.index, "rows": [self.row_start, self.row_stop],
                 "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
                 "pushes": self.n_pushes, "ignored": self.n_ignored,

@@ -36,12 +36,14 @@ from biglda.samplers.registry import (
 from biglda.samplers.rng import RandomKey
 
 __all__ = [
+    "MAX_TOPICS",
     "LocalFit",
     "RandomKey",
     "Sampler",
     "SamplerParam",
     "SweepResult",
     "available_samplers",
+    "check_n_topics",
     "count_from_z",
     "doc_loglik",
     "doc_topic_counts",
@@ -49,8 +51,6 @@ __all__ = [
     "get_sampler",
     "init_z",
     "joint_loglik",
-    "MAX_TOPICS",
-    "check_n_topics",
     "parse_sampler_params",
     "register_sampler",
     "sampler_params",

@@ -69,7 +69,7 @@ def quiet_launches():
 
 
 def _numba_cuda_config():
-    """The config module numba-cuda's launcher reads (``numba.cuda.core`` from 0.2x on)."""
+    """Return the config module numba-cuda's launcher reads (``numba.cuda.core`` from 0.2x on)."""
     try:
         from numba.cuda.core import config
     except ImportError:  # pragma: no cover - older numba-cuda reads numba's own config
@@ -107,13 +107,13 @@ def compile_kernels(namespace: dict, kernels: tuple[str, ...], device: tuple[str
 
 
 def stream_keys(key: RandomKey) -> tuple[int, int]:
-    """The two 32-bit stream keys of the kernels' counter-based hash, from the key's state."""
+    """Split the key's state into the two 32-bit stream keys of the kernels' hash."""
     state = int(key.state())
     return state & _MASK32, (state >> 32) & _MASK32
 
 
 def is_device_array(a) -> bool:
-    """True for a CUDA device array (CuPy, numba), False for NumPy."""
+    """Tell a CUDA device array (CuPy, numba: True) from a NumPy one (False)."""
     return hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray)
 
 
@@ -173,7 +173,7 @@ def _to_host(xp, a) -> np.ndarray:
 
 
 def check_device_args(xp, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key):
-    """The checks of ``check_sweep_args`` for device arrays; returns alpha float64 [K]."""
+    """Run the checks of ``check_sweep_args`` on device arrays; return alpha float64 [K]."""
     want = {"tokens": (tokens, ("int32",), 1), "doc_ptr": (doc_ptr, ("int64",), 1),
             "z": (z, ("uint16", "int32"), 1), "n_wk": (n_wk, ("int32",), 2),
             "n_k": (n_k, ("int64",), 1)}
@@ -230,7 +230,7 @@ class GPUSampler(Sampler):
 
     @property
     def _k(self):
-        """This sampler's compiled kernels, plus ``shared`` (imports numba.cuda on first use)."""
+        """Return the sampler's compiled kernels, plus ``shared`` (numba.cuda on first use)."""
         raise NotImplementedError
 
     # subclass hooks -------------------------------------------------------------------

@@ -149,7 +149,7 @@ _add_simulator_warp_intrinsics()
 # --------------------------------------------------------------------------- random streams
 @cuda.jit(device=True, inline=True)
 def _mix32(x):
-    """A 32-bit integer hash (xorshift-multiply rounds); ``x`` int64 in [0, 2**32)."""
+    """Hash 32-bit integers (xorshift-multiply rounds); ``x`` int64 in [0, 2**32)."""
     x ^= x >> 16
     x = (x * 0x7FEB352D) & _MASK32
     x ^= x >> 15

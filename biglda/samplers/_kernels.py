@@ -1,5 +1,7 @@
-"""Kernels shared by every CPU sampler: counts from ``z``, the sweep delta, log-likelihood
-pieces, random initialisation and Vose alias tables.
+"""Kernels shared by every CPU sampler.
+
+Counts from ``z``, the sweep delta, log-likelihood pieces, random initialisation and Vose
+alias tables.
 
 All kernels are private and array-only: settings are arguments, outputs are allocated
 by the caller or returned, nothing is logged.
@@ -160,7 +162,7 @@ def _doc_loglik(doc_ptr, z, alpha):
 
 @njit(nogil=True, cache=True)
 def _word_loglik_rows(n_wk_rows, beta):
-    """sum over entries of lgamma(n + beta) - lgamma(beta) (zeros add nothing)."""
+    """Sum over entries of lgamma(n + beta) - lgamma(beta) (zeros add nothing)."""
     lg_beta = math.lgamma(beta)
     total = 0.0
     for w in range(n_wk_rows.shape[0]):

@@ -45,7 +45,7 @@ class GpuStatus:
 
 
 def simulator_requested() -> bool:
-    """True when numba's CUDA simulator is on (its config, else the environment)."""
+    """Tell whether numba's CUDA simulator is on (its config, else the environment)."""
     import os
 
     try:
@@ -105,7 +105,8 @@ def _detect_device() -> tuple[str, int] | GpuStatus:
     except Exception as exc:
         driver_ok, cause = False, exc
     if not driver_ok:
-        return GpuStatus(False, False, f"no usable CUDA driver: {_one_line(cause or 'unknown error')}")
+        return GpuStatus(False, False,
+                         f"no usable CUDA driver: {_one_line(cause or 'unknown error')}")
     try:
         n_devices = len(cuda.gpus)
         name = cuda.get_current_device().name if n_devices else ""
@@ -157,7 +158,7 @@ def _probe_failure(exc: BaseException) -> str:
 
 
 def require_gpu() -> GpuStatus:
-    """The :class:`GpuStatus`, or a ConfigError naming why the GPU backend cannot run."""
+    """Return the :class:`GpuStatus`, or raise a ConfigError naming why the GPU cannot run."""
     status = gpu_status()
     if not status.usable:
         raise ConfigError(_unavailable(status))
@@ -169,7 +170,7 @@ def _unavailable(status: GpuStatus) -> str:
 
 
 def pick_backend(backend: str, status: GpuStatus) -> str:
-    """The backend a process with ``status`` runs for the request ``backend`` (no logging).
+    """Pick the backend a process with ``status`` runs for the request ``backend`` (no logging).
 
     ``"cpu"`` stays; ``"gpu"`` needs ``status.usable`` (the simulator counts: that is how
     CPU-only CI runs the kernels) else raises ConfigError naming the cause; ``"auto"`` is

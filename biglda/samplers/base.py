@@ -22,8 +22,9 @@ class SweepResult:
     """What one sweep changed, for the parameter server and the metrics.
 
     ``delta_words/delta_topics/delta_counts`` (int32 [M]) are the change of ``n_wk`` as COO
-    with unique (word, topic) pairs in local word ids, sorted by (word, topic); ``delta_k`` (int64 [K]) the change of
-    ``n_k``. ``accept_rate`` is the Metropolis-Hastings acceptance rate (None for Gibbs).
+    with unique (word, topic) pairs in local word ids, sorted by (word, topic); ``delta_k``
+    (int64 [K]) the change of ``n_k``. ``accept_rate`` is the Metropolis-Hastings acceptance
+    rate (None for Gibbs).
     """
 
     delta_words: np.ndarray
@@ -90,7 +91,7 @@ def check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -
 
 
 def check_sweep_settings(alpha, beta, n_words, key, n_rows: int, n_topics: int) -> np.ndarray:
-    """The host-side settings of a sweep (any backend); returns alpha as float64 [K]."""
+    """Check the host-side settings of a sweep (any backend); return alpha as float64 [K]."""
     if not (np.isfinite(beta) and beta > 0):
         raise ConfigError(f"beta must be finite and > 0, got {beta}")
     if int(n_words) < n_rows:
@@ -165,4 +166,5 @@ class Sampler:
         raise NotImplementedError
 
     def __repr__(self) -> str:
+        """Show the class, algorithm and backend."""
         return f"{type(self).__name__}(algorithm={self.algorithm!r}, backend={self.backend!r})"

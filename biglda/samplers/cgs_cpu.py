@@ -358,4 +358,5 @@ class CGSSampler(Sampler):
         return None
 
     def __repr__(self) -> str:
+        """Show the variant."""
         return f"CGSSampler(variant={self.variant!r})"

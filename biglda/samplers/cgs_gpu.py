@@ -94,8 +94,11 @@ class CGSGPUSampler(GPUSampler):
         return 2 if self.simulator else 32
 
     def runs(self, xp, tokens, perm, n: int):
-        """Run starts ``int64 [R + 1]`` over ``perm[0:n]``: a new run at each new word and
-        every ``run_len`` positions, so a run is at most ``run_len`` tokens of one word."""
+        """Return the run starts ``int64 [R + 1]`` over ``perm[0:n]``.
+
+        A new run at each new word and every ``run_len`` positions, so a run is at most
+        ``run_len`` tokens of one word.
+        """
         run_len = self.run_len or (max(1, -(-n // 4)) if self.simulator else 256)
         words = tokens[perm[:n]]
         j = xp.arange(n, dtype=np.int64)
@@ -129,7 +132,7 @@ class CGSGPUSampler(GPUSampler):
 
 
 def kernels():
-    """This module's compiled kernels, plus ``shared`` (imports numba.cuda on first use)."""
+    """Return the module's compiled kernels, plus ``shared`` (numba.cuda on first use)."""
     return compile_kernels(globals(), ("_cgs_sparse_kernel",),
                            device=("_warp_scan", "_first_lane", "_word_weight"))
 
@@ -266,7 +269,7 @@ def _cgs_sparse_kernel(tokens, perm, doc_of, doc_ptr, z, n_wk, n_k, alpha, beta,
 
 
 def make_sampler(**params) -> CGSGPUSampler:
-    """The registry's factory for ("cgs", "gpu")."""
+    """Make the ("cgs", "gpu") sampler: the registry's factory."""
     return CGSGPUSampler(**params)
 
 

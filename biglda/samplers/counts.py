@@ -33,7 +33,7 @@ def z_dtype(n_topics: int) -> np.dtype:
 
 
 def check_n_topics(n_topics: int) -> str | None:
-    """What is wrong with ``n_topics`` as a number of topics (None: nothing).
+    """Say what is wrong with ``n_topics`` as a number of topics (None: nothing).
 
     Examples
     --------
@@ -124,7 +124,7 @@ def word_loglik_topics(n_k, beta: float, n_words: int) -> float:
 
 
 def joint_loglik(doc_ptr, z, n_wk, n_k, alpha, beta: float, n_words: int) -> float:
-    """log p(w, z) = doc + rows + topics parts (all rows of ``n_wk`` given)."""
+    """Log p(w, z) = doc + rows + topics parts (all rows of ``n_wk`` given)."""
     n_topics = n_k.shape[0]
     return (doc_loglik(doc_ptr, z, alpha, n_topics) + word_loglik_rows(n_wk, beta)
             + word_loglik_topics(n_k, beta, n_words))

@@ -26,10 +26,10 @@ import numpy as np
 from numba import njit
 
 __all__ = [
-    "prepare_phi",
     "foldin_theta",
-    "score_tokens",
     "left_to_right_loglik",
+    "prepare_phi",
+    "score_tokens",
 ]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -47,7 +47,7 @@ def _mix64(x):
 
 @njit(nogil=True, cache=True)
 def _doc_state(seed, doc):
-    """Initial stream state for (seed, global document index)."""
+    """Return the initial stream state for (seed, global document index)."""
     return _mix64(_mix64(np.uint64(seed) ^ _GOLDEN) ^ _mix64(np.uint64(doc) + _GOLDEN))
 
 

@@ -35,14 +35,17 @@ class DeviceShard:
 
     @property
     def z(self):
+        """Topic of each token, on the device."""
         return self.arrays["z"]
 
     @property
     def n_wk(self):
+        """The worker's cached rows of ``n_wk``, int32 [V_local, K], on the device."""
         return self.arrays["n_wk"]
 
     @property
     def n_k(self):
+        """The worker's cached ``n_k``, int64 [K], on the device."""
         return self.arrays["n_k"]
 
     def z_host(self) -> np.ndarray:
@@ -67,7 +70,7 @@ class DeviceShard:
         self.n_k[...] = self.xp.asarray(n_k)
 
     def doc_loglik(self, alpha) -> float:
-        """The doc part of log p(w, z), on the device; see :func:`doc_loglik_xp`."""
+        """Compute the doc part of log p(w, z) on the device; see :func:`doc_loglik_xp`."""
         return doc_loglik_xp(self.xp, self.arrays["doc_ptr"], self.z, alpha,
                              int(self.n_k.shape[0]))
 
@@ -87,7 +90,7 @@ def _gammaln(xp):
 def doc_loglik_xp(xp, doc_ptr, z, alpha, n_topics: int) -> float:
     """Doc part of log p(w, z) with array ops (CuPy on a device): one float to the host.
 
-    Σ_d [log Γ(A) − log Γ(N_d + A)] + Σ_(d,k: n_dk > 0) [log Γ(n_dk + α_k) − log Γ(α_k)],
+    Σ_d [log Γ(A) - log Γ(N_d + A)] + Σ_(d,k: n_dk > 0) [log Γ(n_dk + α_k) - log Γ(α_k)],
     A = Σ α_k; the non-zero ``n_dk`` come from one sort of the (document, topic) keys of
     ``z``, so nothing of size D × K is built. Equals
     :func:`biglda.samplers.counts.doc_loglik` up to float rounding.

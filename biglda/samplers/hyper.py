@@ -22,13 +22,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["optimize_alpha", "count_histograms", "histograms_from_z"]
+__all__ = ["count_histograms", "histograms_from_z", "optimize_alpha"]
 
 
 @njit(nogil=True, cache=True)
 def _optimize_alpha_kernel(count_hist, length_hist, alpha, iterations, shape, inv_scale, floor):
-    """Fixed-point iterations in place on alpha float64[K]; count_hist int64[K, M+1],
-    length_hist int64[L+1]."""
+    """Fixed-point iterations in place on alpha float64[K].
+
+    count_hist int64[K, M+1], length_hist int64[L+1].
+    """
     n_topics = alpha.shape[0]
     for _ in range(iterations):
         alpha_sum = 0.0

@@ -372,4 +372,5 @@ class LightLDASampler(Sampler):
         return n_accept / n_propose if n_propose else None
 
     def __repr__(self) -> str:
+        """Show the number of MH steps."""
         return f"LightLDASampler(mh_steps={self.mh_steps})"

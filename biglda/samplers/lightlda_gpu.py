@@ -145,9 +145,9 @@ class LightLDAGPUSampler(GPUSampler):
         k._lightlda_kernel[self._grid(n, threads), threads](
             d["tokens"], perm, d["doc_of"], d["doc_ptr"], d["z"], d["n_wk"], d["n_k"], n_dk,
             alpha, beta, v_beta, st["table_row"], st["w_count"], st["coef0"], st["w_ptr"],
-            st["w_topic"], st["w_mass"], st["thr"], st["alias"], st["b_lo"], st["b_mass"], st["a_lo"],
-            st["a_sum"], st["symmetric"], self.mh_steps, pos_lo, pos_hi, d_lo, keys[0],
-            keys[1], st["stats"])
+            st["w_topic"], st["w_mass"], st["thr"], st["alias"], st["b_lo"], st["b_mass"],
+            st["a_lo"], st["a_sum"], st["symmetric"], self.mh_steps, pos_lo, pos_hi, d_lo,
+            keys[0], keys[1], st["stats"])
 
     def _accept_rate(self, xp, states) -> float | None:
         accepted = sum(int(st["stats"][0]) for st in states)
@@ -155,6 +155,7 @@ class LightLDAGPUSampler(GPUSampler):
         return accepted / proposed if proposed else None
 
     def __repr__(self) -> str:
+        """Show the number of MH steps and the launch modes."""
         return (f"LightLDAGPUSampler(mh_steps={self.mh_steps}, "
                 f"deterministic={self.deterministic}, simulator={self.simulator})")
 
@@ -165,12 +166,12 @@ class LightLDAGPUSampler(GPUSampler):
 
 
 def kernels():
-    """This module's compiled kernels, plus ``shared`` (imports numba.cuda on first use)."""
+    """Return the module's compiled kernels, plus ``shared`` (numba.cuda on first use)."""
     return compile_kernels(globals(), ("_lightlda_kernel",), device=("_row_count",))
 
 
 def _unique_counts(xp, keys):
-    """``(unique keys, their counts)`` of an int64 array, with array ops (CuPy on a device)."""
+    """Count the unique keys of an int64 array with array ops (CuPy on a device)."""
     if keys.shape[0] == 0:
         return keys, xp.zeros(0, dtype=np.int64)
     keys = xp.sort(keys)
@@ -182,7 +183,7 @@ def _unique_counts(xp, keys):
 # Plain Python, compiled by numba-cuda on first use (compile_kernels): cuda and the shared
 # device functions are bound in this module's globals then.
 def _row_count(w_topic, w_count, lo, n, k):
-    """The count of topic ``k`` in the sparse table row ``[lo, lo + n)`` (0 if absent).
+    """Return the count of topic ``k`` in the sparse table row ``[lo, lo + n)`` (0 if absent).
 
     ``w_topic`` is sorted within each row: a binary search, O(log nnz).
     """
@@ -221,10 +222,11 @@ def _lightlda_kernel(tokens, perm, doc_of, doc_ptr, z, n_wk, n_k, n_dk, alpha, b
     the CPU kernel does): a proposal may depend on the state only through tokens that are
     not being resampled, else each token's kernel depends on where the sweep started and
     the chain is biased (a tiny-corpus enumeration shows it). With that, q_w is an
-    independence proposal and a = min(1, p(t) q_w(s) / (p(s) q_w(t))) is exact. Doc proposal q_d(k) ∝ n_dk + alpha_k (counts with token i): the topic of a
-    uniform token of the document, or a draw from alpha; a = min(1, p(t)(n_ds¬i + alpha_s)
-    / (p(s)(n_dt¬i + alpha_t))). Table probabilities are taken as the weights: the 32-bit
-    thresholds round them by < 2**-32, a bias far below what any test can see.
+    independence proposal and a = min(1, p(t) q_w(s) / (p(s) q_w(t))) is exact. Doc
+    proposal q_d(k) ∝ n_dk + alpha_k (counts with token i): the topic of a uniform token of
+    the document, or a draw from alpha; a = min(1, p(t)(n_ds¬i + alpha_s) / (p(s)(n_dt¬i +
+    alpha_t))). Table probabilities are taken as the weights: the 32-bit thresholds round
+    them by < 2**-32, a bias far below what any test can see.
 
     Counts stay those of the token's old topic s0 until it is done (the target subtracts
     its own contribution), then one atomic move; safe for the reason given in
@@ -306,7 +308,7 @@ def _lightlda_kernel(tokens, perm, doc_of, doc_ptr, z, n_wk, n_k, n_dk, alpha, b
 
 
 def make_sampler(**params) -> LightLDAGPUSampler:
-    """The registry's factory for ("lightlda", "gpu")."""
+    """Make the ("lightlda", "gpu") sampler: the registry's factory."""
     return LightLDAGPUSampler(**params)
 
 

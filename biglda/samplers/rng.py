@@ -42,14 +42,14 @@ class RandomKey:
     thread: int = 0
 
     def state(self) -> np.uint64:
-        """The 64-bit generator state of this stream (never zero: xorshift needs a non-zero state)."""
+        """Return the stream's 64-bit generator state (never zero: xorshift needs non-zero)."""
         h = 0
         for part in (self.seed, self.iteration, self.shard, self.thread):
             h = _splitmix64(h ^ (int(part) & _MASK64))
         return np.uint64(h or _GOLDEN)
 
     def child(self, thread: int) -> RandomKey:
-        """The same stream for another thread."""
+        """Return the same stream for another thread."""
         return RandomKey(self.seed, self.iteration, self.shard, thread)
 
 

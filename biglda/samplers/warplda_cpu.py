@@ -1,5 +1,7 @@
-"""WarpLDA on the CPU (Chen et al., "WarpLDA: a Cache Efficient O(1) Algorithm for Latent
-Dirichlet Allocation", VLDB 2016). **Not an exact Gibbs sampler**: count updates are delayed.
+"""WarpLDA on the CPU. **Not an exact Gibbs sampler**: count updates are delayed.
+
+Chen et al., "WarpLDA: a Cache Efficient O(1) Algorithm for Latent Dirichlet Allocation",
+VLDB 2016.
 
 Metropolis-Hastings with the two proposals of the paper (sec. 4), each drawn by picking a
 random token and taking its topic, so no alias table and no O(K) work per token:
@@ -393,4 +395,5 @@ class WarpLDASampler(Sampler):
                            time.perf_counter() - t0)
 
     def __repr__(self) -> str:
+        """Show the number of MH steps."""
         return f"WarpLDASampler(mh_steps={self.mh_steps})"

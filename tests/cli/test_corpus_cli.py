@@ -127,7 +127,7 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, capsys, case):
     src = make(tmp_path)
     out = str(tmp_path / "out" / "c.zarr")
     os.makedirs(os.path.dirname(out))
-    rc, stdout, err = _run(capsys, "ingest", src, "--out", out, *extra)
+    rc, _stdout, err = _run(capsys, "ingest", src, "--out", out, *extra)
     _assert_one_line_error(rc, err, *needles)
     _assert_nothing_left(out)
 

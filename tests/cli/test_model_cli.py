@@ -36,7 +36,7 @@ def paths(tmp_path_factory):
     test_tok = np.concatenate([tokens[cut:], np.full(7, SPEC.n_words)])
     test_ptr = np.concatenate([doc_ptr[300:] - cut, [len(test_tok)]])
     test = str(root / "test.zarr")
-    write_corpus(test, test_tok, test_ptr, list(vocab) + ["zzz"])
+    write_corpus(test, test_tok, test_ptr, [*vocab, "zzz"])
     docs = root / "docs.txt"
     docs.write_text("w0 w1 w2 w0\nW3, w4 and w5!\n\nw7 w7 w7\n")
     return {"root": root, "model": model, "test": test, "docs": str(docs)}
@@ -110,7 +110,7 @@ def test_evaluate_warns_about_unknown_tokens(paths, capsys, tmp_path):
     tokens = np.arange(40, dtype=np.int32) % 8
     test = str(tmp_path / "foreign.zarr")
     write_corpus(test, tokens, np.arange(0, 41, 10), ["w0"] + [f"x{i}" for i in range(7)])
-    code, out, err = _run(capsys, "evaluate", paths["model"], "--test", test)
+    code, _out, err = _run(capsys, "evaluate", paths["model"], "--test", test)
     assert code == 0 and "87.5% of the held-out tokens (35 of 40)" in err
     assert err.startswith("biglda: warning:") and err.count("\n") == 1
     code, _, err = _run(capsys, "evaluate", paths["model"], "--test", paths["test"])

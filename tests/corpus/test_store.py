@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import numpy as np
@@ -89,11 +90,11 @@ def test_local_path(tmp_path):
 
 
 def test_open_refuses_non_corpus_stores(memory_url, tmp_path):
-    with pytest.raises(FormatError, match="does not exist|not a biglda corpus"):
+    with pytest.raises(FormatError, match=r"does not exist|not a biglda corpus"):
         Corpus.open(str(tmp_path / "nothing.zarr"))
     g = zarr.open_group(memory_url, mode="w")
     g.attrs["format"] = "biglda-model"
-    with pytest.raises(FormatError, match="not a biglda corpus .format='biglda-model'"):
+    with pytest.raises(FormatError, match=r"not a biglda corpus .format='biglda-model'"):
         Corpus.open(memory_url)
     plain = tmp_path / "plain.txt"
     plain.write_text("hello\n")
@@ -137,7 +138,7 @@ def _check_shards(shards, doc_ptr, n_shards, chunk, tolerance=0.05):
     assert 1 <= len(shards) <= n_shards
     assert [s.index for s in shards] == list(range(len(shards)))
     assert shards[0].doc_start == 0 and shards[-1].doc_stop == n_docs
-    for a, b in zip(shards[:-1], shards[1:], strict=True):
+    for a, b in itertools.pairwise(shards):
         assert a.doc_stop == b.doc_start and a.token_stop == b.token_start  # contiguous
     for s in shards:
         assert s.n_docs > 0
@@ -167,7 +168,7 @@ def test_plan_shards_invariants(n_shards, chunk):
             continue
         bounds = plan_shard_bounds(doc_ptr, n_shards, chunk)
         shards = [Shard(i, int(a), int(b), int(doc_ptr[a]), int(doc_ptr[b]))
-                  for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))]
+                  for i, (a, b) in enumerate(itertools.pairwise(bounds))]
         _check_shards(shards, doc_ptr, n_shards, chunk)
 
 

@@ -17,7 +17,7 @@ SPEC = SynthSpec(n_docs=300, n_words=120, n_topics=4, mean_doc_length=80, alpha=
 
 @pytest.fixture(scope="module")
 def data():
-    tokens, doc_ptr, phi, theta = generate(SPEC)
+    tokens, doc_ptr, phi, _theta = generate(SPEC)
     rows = np.repeat(np.arange(SPEC.n_docs), np.diff(doc_ptr))
     x = sp.csr_matrix((np.ones(len(tokens)), (rows, tokens)),
                       shape=(SPEC.n_docs, SPEC.n_words + 1))  # the last column never occurs
@@ -75,7 +75,7 @@ def test_lda_estimator(data, local_cluster):
 
 def test_biglda_train_stays_callable_after_the_trainer_is_imported():
     import biglda.model.training
-    import biglda.trainer.run  # noqa: F401  (the trainer is a package of its own name)
+    import biglda.trainer.run  # the trainer is a package of its own name
 
     assert biglda.train is biglda.model.training.train
     assert callable(biglda.train)

@@ -39,13 +39,13 @@ def _reference_completion(phi, alpha, tokens, doc_ptr, burn_in, samples, rng):
 def test_completion_agrees_with_slow_numpy_reference(trained, split):
     tokens, doc_ptr = split["test"]
     sub = (tokens[:doc_ptr[30]], doc_ptr[:31])
-    got = trained.heldout_loglik(sub + (split["vocab"],), burn_in=10, samples=40)
+    got = trained.heldout_loglik((*sub, split["vocab"]), burn_in=10, samples=40)
     ref = _reference_completion(trained.topic_word, trained.alpha, sub[0], sub[1], 10, 40,
                                 np.random.default_rng(0))
     # Same estimator, different random streams: agree to Monte Carlo error.
     assert got.loglik_per_token == pytest.approx(ref, rel=0.01)
     assert got.n_tokens == sum((doc_ptr[d + 1] - doc_ptr[d]) // 2 for d in range(30))
-    assert trained.perplexity(sub + (split["vocab"],), burn_in=10, samples=40) \
+    assert trained.perplexity((*sub, split["vocab"]), burn_in=10, samples=40) \
         == pytest.approx(math.exp(-got.loglik_per_token))
 
 

@@ -56,10 +56,11 @@ def test_histograms_from_z_equal_dense_route_and_add_over_shards():
     assert ch[:, m:].sum() == 0
     np.testing.assert_array_equal(lh[:len(lh_dense)], lh_dense)
     # Additive: two shards' histograms (padded) sum to the whole.
-    a, la = histograms_from_z(doc_ptr[:26], z[:doc_ptr[25]], 5)
-    b, lb = histograms_from_z(doc_ptr[25:] - doc_ptr[25], z[doc_ptr[25]:], 5)
+    a, _la = histograms_from_z(doc_ptr[:26], z[:doc_ptr[25]], 5)
+    b, _lb = histograms_from_z(doc_ptr[25:] - doc_ptr[25], z[doc_ptr[25]:], 5)
     width = max(a.shape[1], b.shape[1])
-    total = np.pad(a, ((0, 0), (0, width - a.shape[1]))) + np.pad(b, ((0, 0), (0, width - b.shape[1])))
+    total = (np.pad(a, ((0, 0), (0, width - a.shape[1])))
+             + np.pad(b, ((0, 0), (0, width - b.shape[1]))))
     np.testing.assert_array_equal(total[:, :ch.shape[1]], ch)
 
 

@@ -8,13 +8,13 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from sklearn.base import clone  # noqa: E402
-from sklearn.feature_extraction.text import CountVectorizer  # noqa: E402
-from sklearn.model_selection import GridSearchCV, KFold  # noqa: E402
-from sklearn.pipeline import make_pipeline  # noqa: E402
-from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+from sklearn.base import clone
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
-import biglda  # noqa: E402
+import biglda
 
 # Few sweeps: the checks fit a few hundred times.
 FAST = {"iterations": 3, "transform_iterations": 4, "n_components": 3}

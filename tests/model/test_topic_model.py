@@ -124,7 +124,7 @@ def test_record_evaluation_writes_the_store_or_says_why(small_model, tmp_path, m
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(zarr, "open_group", read_only)
-    with pytest.raises(BigLDAError, match="cannot store the evaluation.*Permission denied"):
+    with pytest.raises(BigLDAError, match=r"cannot store the evaluation.*Permission denied"):
         m.record_evaluation({"npmi": 0.1})
     ev = m.attrs["evaluation"]  # kept in memory
     assert ev["perplexity"] == 12.5 and ev["npmi"] == 0.1

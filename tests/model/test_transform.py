@@ -106,7 +106,7 @@ def test_stored_corpus_is_read_batch_by_batch_with_the_same_result(truth_model, 
 
     tokens, doc_ptr = split["test"]
     tokens, doc_ptr = tokens[:doc_ptr[50]], doc_ptr[:51]
-    vocab = list(split["vocab"]) + ["unknown-a", "unknown-b"]
+    vocab = [*split["vocab"], "unknown-a", "unknown-b"]
     # every 7th token becomes a word the model does not know
     noisy = tokens.astype(np.int64).copy()
     noisy[::7] = len(vocab) - 1 - (np.arange(len(noisy[::7])) % 2)

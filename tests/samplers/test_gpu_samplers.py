@@ -138,9 +138,9 @@ def test_kernels_compile_for_a_real_gpu(monkeypatch):
                                    a(f32), f32, f32, a(f32, 2), a(i64), i64, i64),
             "_build_alias_rows": (a(i64), a(f64), a(nt.uint32), a(i32), a(f64), a(i32), a(i32)),
             "_lightlda_kernel": (a(i32), a(i64), a(i32), a(i64), a(zt), a(i32, 2), a(i64),
-                                 a(i32, 2), a(f64), f64, f64, a(i32), a(i32), a(f64), a(i64), a(i32),
-                                 a(f64), a(nt.uint32), a(i32), i64, f64, i64, f64, b1, i64, i64,
-                                 i64, i64, i64, i64, a(i64)),
+                                 a(i32, 2), a(f64), f64, f64, a(i32), a(i32), a(f64), a(i64),
+                                 a(i32), a(f64), a(nt.uint32), a(i32), i64, f64, i64, f64, b1,
+                                 i64, i64, i64, i64, i64, i64, a(i64)),
         }
         for name, sig in signatures.items():
             ptx, _ = cuda.compile_ptx(getattr(kernels, name).py_func, sig, cc=(9, 0))

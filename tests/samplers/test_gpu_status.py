@@ -34,10 +34,10 @@ def test_gpu_request_without_gpu_names_the_cause():
     from biglda.samplers import get_sampler
 
     for algorithm in ("cgs", "lightlda"):
-        with pytest.raises(ConfigError, match="backend 'gpu' is unavailable: (numba-cuda is not "
-                           "installed|no usable CUDA driver|no usable CUDA device|no CUDA "
-                           "device|CuPy is not installed|numba.cuda cannot be imported|the GPU "
-                           "cannot compile)"):
+        with pytest.raises(ConfigError, match=r"backend 'gpu' is unavailable: (numba-cuda is not "
+                           r"installed|no usable CUDA driver|no usable CUDA device|no CUDA "
+                           r"device|CuPy is not installed|numba.cuda cannot be imported|the GPU "
+                           r"cannot compile)"):
             get_sampler(algorithm, "gpu")
 
 
@@ -100,7 +100,7 @@ def test_low_occupancy_warning_is_quiet_whatever_its_decoration(text):
     with quiet_launches():
         assert config.CUDA_LOW_OCCUPANCY_WARNINGS == 0  # numba's own switch is off
         warnings.warn(NumbaPerformanceWarning(text), stacklevel=1)
-    assert config.CUDA_LOW_OCCUPANCY_WARNINGS == before
+    assert before == config.CUDA_LOW_OCCUPANCY_WARNINGS
     with pytest.raises(NumbaPerformanceWarning):  # outside, the test's error filter still bites
         warnings.warn(NumbaPerformanceWarning(text), stacklevel=1)
     with quiet_launches(), pytest.raises(UserWarning):  # and other warnings still surface
