@@ -71,7 +71,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from repeats import fmt, median_index, spreads  # noqa: E402  (a script here, too)
+from repeats import fmt, median_index, spreads
 
 log = logging.getLogger("compare")
 

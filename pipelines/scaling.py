@@ -44,9 +44,9 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 # Scripts in this folder (on sys.path when this runs as a script).
-from bench_train import run, section_ssp, steady  # noqa: E402
-from compare import run_measured  # noqa: E402
-from repeats import fmt, ratio, spread, spreads  # noqa: E402
+from bench_train import run, section_ssp, steady
+from compare import run_measured
+from repeats import fmt, ratio, spread, spreads
 
 DEFAULTS = {"sections": ["topics", "workers", "ssp", "memory"], "topics": [100, 1000, 10000],
             "samplers": ["cgs", "lightlda"], "iterations": 6, "workers_k": 2,

@@ -30,7 +30,8 @@ def check_positive(name: str, value: int) -> None:
 
 def check_writable_dir(out: str) -> None:
     """Create the folder of a local output ``out`` and check that it can be written, before
-    any work starts (URLs are left to the writer)."""
+    any work starts (URLs are left to the writer).
+    """
     if "://" in out:
         return
     folder = os.path.dirname(os.path.abspath(out))

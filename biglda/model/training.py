@@ -148,7 +148,8 @@ def _in_notebook() -> bool:
 
 def _progress_bar(progress: bool | None) -> Any:
     """A metrics-record callback drawing a progress bar, or None (``progress`` False, or
-    None outside a notebook)."""
+    None outside a notebook).
+    """
     if progress is None:
         progress = _in_notebook()
     return _ProgressBar() if progress else None
@@ -156,7 +157,8 @@ def _progress_bar(progress: bool | None) -> Any:
 
 class _ProgressBar:
     """Iterations done, LL/token and tokens/s from the records: tqdm (``tqdm.auto``: a
-    widget in a notebook) when installed, else rich."""
+    widget in a notebook) when installed, else rich.
+    """
 
     def __init__(self) -> None:
         self._bar: Any = None
@@ -256,7 +258,8 @@ _WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EP
 
 def _check_writable(out: str) -> None:
     """Fail before any work when a local ``out`` cannot be written; its folder is made
-    (``out`` and its checkpoint sibling live there). Remote stores: the first write says."""
+    (``out`` and its checkpoint sibling live there). Remote stores: the first write says.
+    """
     if "://" in out and not out.startswith("file://"):
         return
     folder = os.path.dirname(os.path.abspath(out.removeprefix("file://")))
@@ -270,7 +273,8 @@ def _check_writable(out: str) -> None:
 
 def _drop_uncommitted_checkpoint(out: str, cfg: Any) -> None:
     """Remove the checkpoint store of a run that failed before committing any clock (it
-    cannot be resumed from); a committed one stays for ``--resume``."""
+    cannot be resumed from); a committed one stays for ``--resume``.
+    """
     import contextlib
 
     import zarr

@@ -54,7 +54,8 @@ log = logging.getLogger("biglda.train")
 @dataclass
 class TrainResult:
     """What :func:`biglda.trainer.run.run_training` leaves: the final state and the evidence
-    of how it ran."""
+    of how it ran.
+    """
 
     z: dict[int, np.ndarray]           # final z of every shard
     shards: list[Any]                  # the shard plan (biglda.corpus Shard)
@@ -221,7 +222,8 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
 
 def _drive(run: Run, st: RunState, at: _Attempt, poll: float = 2.0) -> RebalancePlan | None:
     """Wait for every clock's stats and make its record, until the stop clock (None) or a
-    rebalance (its plan)."""
+    rebalance (its plan).
+    """
     cfg = run.cfg
 
     def watch() -> None:  # while an actor call has no answer: is every worker still there?
@@ -251,7 +253,8 @@ def _drive(run: Run, st: RunState, at: _Attempt, poll: float = 2.0) -> Rebalance
 def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, dict],
               watch: Callable[[], None]) -> IterationRecord:
     """The record of clock ``at.c``: log-likelihood, alpha, stragglers, top words, and the
-    checkpoint committed with it."""
+    checkpoint committed with it.
+    """
     from biglda.samplers import word_loglik_topics
 
     cfg, c, corpus = run.cfg, at.c, run.corpus
@@ -296,7 +299,8 @@ def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, dict],
 def _after_clock(run: Run, st: RunState, at: _Attempt, rec: IterationRecord
                  ) -> RebalancePlan | None:
     """The stop rules, the throughput balance and the straggler rebalance after a clock
-    (``at.c`` is the number of clocks done)."""
+    (``at.c`` is the number of clocks done).
+    """
     cfg, c = run.cfg, at.c
     reason = "interrupted" if run.interrupted.set else \
         _stop_reason(cfg, st.history, time.time() - at.t0)

@@ -87,7 +87,8 @@ def history_upto(history: list[dict], clock: int) -> list[dict]:
 def history_valid(history: list[dict], clock: int,
                   allow_missing: frozenset[int] | set[int] = frozenset()) -> bool:
     """Whether ``history`` may be committed with ``clock``: records of iterations ``1..clock``
-    in order, each once, the last one ``clock``, none missing but those in ``allow_missing``."""
+    in order, each once, the last one ``clock``, none missing but those in ``allow_missing``.
+    """
     its = [int(r.get("iteration", -1)) for r in history]
     if its != sorted(set(its)) or any(i < 1 or i > clock for i in its):
         return False
@@ -221,7 +222,8 @@ def commit_after_clock(ck_url: str | None, stats: dict[int, dict], c: int,
 def commit_final(ck_url: str, notes: dict[int, dict], n_shards: int, clock: int,
                  history: list[dict], known_missing: frozenset[int] = frozenset()) -> None:
     """Commit the checkpoint the shards wrote when the run stopped early at ``clock`` (off the
-    checkpoint period): only if every shard noted the same one and the records cover it."""
+    checkpoint period): only if every shard noted the same one and the records cover it.
+    """
     finals = {tuple(n.get("final_checkpoint", ())) for n in notes.values()}
     if len(notes) != n_shards or len(finals) != 1:
         return

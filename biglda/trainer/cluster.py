@@ -160,7 +160,8 @@ def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
 
 def _wait_started(cluster: Any, n: int, timeout: float) -> None:
     """Wait until ``n`` workers joined ``cluster``'s scheduler; a worker process that exits
-    first, or the timeout, is a :class:`ClusterError`."""
+    first, or the timeout, is a :class:`ClusterError`.
+    """
     deadline = time.monotonic() + timeout
     while len(cluster.scheduler.workers) < n:
         dead = [w.process.returncode for w in cluster.workers.values()

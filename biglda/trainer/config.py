@@ -425,7 +425,8 @@ def _check(name: str, value: Any) -> str | None:
 
 def _coerce(name: str, value: Any) -> Any:
     """A value given as text (a pipeline's TOML, ``staleness="inf"``) in the setting's type;
-    dicts of the debug settings get their key and value types."""
+    dicts of the debug settings get their key and value types.
+    """
     s = setting_of(name)
     try:
         if isinstance(value, str) and s.parse is not None:
@@ -453,7 +454,8 @@ def setting_of(name: str) -> Setting:
 
 def setting_names() -> tuple[str, ...]:
     """The names of every training setting: the keyword arguments of ``train`` and the keys
-    of a pipeline's ``train`` stage (besides ``corpus``)."""
+    of a pipeline's ``train`` stage (besides ``corpus``).
+    """
     return tuple(settings())
 
 

@@ -59,7 +59,8 @@ def shard_clock_stats(*, shard: int, worker: str, backend: str, clock: int, res:
                       process_cpu_s: float) -> ShardClockStats:
     """The stats of one shard's clock; ``times``: the moments ``start``, ``waited`` (the SSP
     wait done), ``pull``, ``sweep``, ``ll``, ``push`` and ``end``; ``res``: the sampler's
-    SweepResult."""
+    SweepResult.
+    """
     t = times
     return ShardClockStats(
         shard=shard, worker=worker, backend=backend, clock=clock, tokens=res.n_tokens,
@@ -72,7 +73,8 @@ def shard_clock_stats(*, shard: int, worker: str, backend: str, clock: int, res:
 
 class IterationRecord(TypedDict, total=False):
     """The record of one iteration (clock): :func:`iteration_record`, then the driver adds
-    ``alpha`` (when optimized), ``stragglers``, ``top_words`` and ``checkpoint``."""
+    ``alpha`` (when optimized), ``stragglers``, ``top_words`` and ``checkpoint``.
+    """
 
     type: str
     run_id: str
@@ -168,7 +170,8 @@ class RebalanceRecord(TypedDict):
 
 def busy_by_worker(rows: Iterable[ShardClockStats]) -> dict[str, list[float]]:
     """``{worker: [busy seconds, tokens]}`` of shards' statistics: clock time minus SSP wait
-    (waiting is the symptom in *other* workers, not slowness)."""
+    (waiting is the symptom in *other* workers, not slowness).
+    """
     busy: dict[str, list[float]] = {}
     for r in rows:
         acc = busy.setdefault(r["worker"], [0.0, 0.0])
@@ -209,7 +212,8 @@ class ClockFrame:
 def iteration_record(frame: ClockFrame, c: int, stats: dict[int, ShardClockStats],
                      ll: float, clocks: list[int], placement: dict[int, str]) -> IterationRecord:
     """The record of clock ``c`` from every shard's stats; ``ll``: the joint log-likelihood;
-    ``clocks``: completed clocks of every shard; ``placement``: shard -> worker."""
+    ``clocks``: completed clocks of every shard; ``placement``: shard -> worker.
+    """
     rows = list(stats.values())
     t_end = max(r["t_end"] for r in rows)
     dt = max(t_end - frame.t_prev, 1e-9)
@@ -297,7 +301,8 @@ class Rebalance:
     """One rebalance: the slow workers, their rates and the shards of every worker before and
     after the restart at ``clock`` (a committed checkpoint). ``reason``: ``"straggler"`` (a
     worker slow for ``rebalance_after`` clocks) or ``"throughput"`` (the one-time balance of a
-    heterogeneous job by the throughput measured over its first clocks)."""
+    heterogeneous job by the throughput measured over its first clocks).
+    """
 
     clock: int
     slow_workers: list[str]
@@ -335,7 +340,8 @@ def history_for_store(history: Sequence[Record]) -> list[Record]:
 
 class Emitter:
     """Sends every record to the scheduler's event log (the dashboard's feed) and to the
-    callbacks; neither may stop training, a failing event log least of all."""
+    callbacks; neither may stop training, a failing event log least of all.
+    """
 
     def __init__(self, client: Any, callbacks: OnRecord | Iterable[OnRecord] | None) -> None:
         self.client = client

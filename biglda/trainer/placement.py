@@ -79,7 +79,8 @@ def plan_backends(client: Any, cfg: TrainConfig, workers: list[str],
 
 def balancing(cfg: TrainConfig, backends: dict[str, str]) -> bool:
     """Whether shards are balanced by measured throughput: ``balance="throughput"``, or
-    ``"auto"`` and the workers run different backends (a GPU and CPU job)."""
+    ``"auto"`` and the workers run different backends (a GPU and CPU job).
+    """
     if cfg.balance == "auto":
         return len(set(backends.values())) > 1
     return cfg.balance == "throughput"
@@ -255,7 +256,8 @@ def throughput(window: dict[str, list[float]], slots: Slots
                 ) -> dict[str, float]:
     """Tokens per second of each worker from ``{worker: [busy s, tokens]}`` summed over the
     measured clocks: per thread (the busy time is summed over a worker's threads), times its
-    threads."""
+    threads.
+    """
     threads = {a: max(1, t) for a, t, _ in slots}
     return {w: n / max(s, 1e-9) * threads.get(w, 1) for w, (s, n) in window.items()}
 
@@ -264,7 +266,8 @@ def throughput(window: dict[str, list[float]], slots: Slots
 @dataclass(frozen=True)
 class RebalancePlan:
     """The outcome of :func:`propose_rebalance`: move to ``assignment`` (shard -> worker) by a
-    restart of every shard from the checkpoint of ``event.clock``."""
+    restart of every shard from the checkpoint of ``event.clock``.
+    """
 
     event: Rebalance
     assignment: dict[int, str]

@@ -108,7 +108,8 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
 def _open_run(corpus: Any, cfg: TrainConfig, shards: list[Any], out: str | None,
               ck_url: str | None) -> tuple[RunState, str | None]:
     """The first attempt's state: a fresh checkpoint store, or the resumed one's clock,
-    history and slot. Returns it with the checkpoint URL this run writes (None: none)."""
+    history and slot. Returns it with the checkpoint URL this run writes (None: none).
+    """
     from biglda.samplers import z_dtype
 
     start_clock, resume_attrs, first_slot, history = 0, None, 0, []
@@ -172,7 +173,8 @@ def _restart_for_rebalance(run: Run, st: RunState, plan: RebalancePlan,
 def _recover(run: Run, st: RunState, slots: Slots, lost: list[str], error: str,
              n_workers: int, initial: tuple, recoveries: list[Recovery]) -> Slots:
     """Roll every shard back to the latest committed checkpoint on the live workers; return
-    the workers of the next attempt."""
+    the workers of the next attempt.
+    """
     cfg, client, corpus = run.cfg, run.client, run.corpus
     t_fail = st.t_fail  # set by run_attempt when it saw the failure
     t_stopped = time.time()

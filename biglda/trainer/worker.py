@@ -35,7 +35,8 @@ from biglda.trainer.metrics import ShardClockStats, shard_clock_stats
 @dataclass(frozen=True)
 class GroupSpec:
     """Everything a worker task needs: the run's settings and where this attempt stands
-    (picklable: actors pickle as handles)."""
+    (picklable: actors pickle as handles).
+    """
 
     cfg: TrainConfig                 # the run's settings (TrainConfig.for_workers)
     corpus_url: str
@@ -98,7 +99,8 @@ def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray
            ) -> np.ndarray | ClockAnswer:
     """The alpha to sweep ``clock`` with: the newest published one. Under BSP, at the clock
     right after an optimization, wait until the driver published exactly that one (so a seed and
-    layout give the same run). ``ABORT`` / ``STOP``: the run was aborted / stops."""
+    layout give the same run). ``ABORT`` / ``STOP``: the run was aborted / stops.
+    """
     need = (spec.cfg.staleness == 0 and clock > spec.start_clock
             and alpha_due(clock, spec.cfg.optimize_alpha_every, spec.cfg.alpha_burn_in))
     answer, got = spec.ps.alpha.lookup(shard, clock, need, spec.wait_chunk,
@@ -191,7 +193,8 @@ def _sweep_clock(spec: GroupSpec, st: _ShardState, sampler: Any, clock: int,
                  alpha: np.ndarray, worker: str, backend: str, t0: float,
                  cpu0: float) -> ShardClockStats:
     """Pull, sweep, log-likelihood, push and checkpoint of one shard's ``clock`` (the wait is
-    done: it began at ``t0``); the stats of the clock."""
+    done: it began at ``t0``); the stats of the clock.
+    """
     from biglda.samplers import RandomKey, doc_loglik
 
     cfg = spec.cfg
