@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,10 @@ import zarr
 from biglda.errors import BigLDAError, ConfigError, FormatError
 from biglda.io import exists, remove
 from biglda.trainer.metrics import history_for_store
+
+# the metrics records of a run, in iteration order (biglda.trainer.metrics)
+Record = Mapping[str, Any]
+History = Sequence[Record]
 
 log = logging.getLogger("biglda.train")
 
@@ -64,19 +69,21 @@ def write_shard_z(url: str, slot: int, shard: int, z: np.ndarray) -> None:
     arr[:] = z
 
 
-def history_missing(history: list[dict], clock: int) -> list[int]:
-    """Iterations of ``1..clock`` that ``history`` has no record of."""
+def history_missing(history: History, clock: int) -> list[int]:
+    """Return the iterations of ``1..clock`` that ``history`` has no record of."""
     have = {int(r.get("iteration", -1)) for r in history}
     return [i for i in range(1, int(clock) + 1) if i not in have]
 
 
-def history_complete(history: list[dict], clock: int) -> bool:
+def history_complete(history: History, clock: int) -> bool:
     """Whether ``history`` is exactly the records of iterations ``1..clock``, in order."""
     return [int(r.get("iteration", -1)) for r in history] == list(range(1, int(clock) + 1))
 
 
-def history_upto(history: list[dict], clock: int) -> list[dict]:
-    """The records of iterations ``1..clock`` of ``history`` (later ones dropped), in order.
+def history_upto(history: History, clock: int) -> list[Record]:
+    """Return the records of iterations ``1..clock`` of ``history``, in order.
+
+    Later ones are dropped.
 
     A missing record is never papered over: the records that exist are kept, and
     :func:`history_missing` tells the caller which are not.
@@ -84,10 +91,12 @@ def history_upto(history: list[dict], clock: int) -> list[dict]:
     return [r for r in history if int(r.get("iteration", -1)) <= int(clock)]
 
 
-def history_valid(history: list[dict], clock: int,
+def history_valid(history: History, clock: int,
                   allow_missing: frozenset[int] | set[int] = frozenset()) -> bool:
-    """Whether ``history`` may be committed with ``clock``: records of iterations ``1..clock``
-    in order, each once, the last one ``clock``, none missing but those in ``allow_missing``.
+    """Tell whether ``history`` may be committed with ``clock``.
+
+    It may if it holds records of iterations ``1..clock`` in order, each once, the last one
+    ``clock``, none missing but those in ``allow_missing``.
     """
     its = [int(r.get("iteration", -1)) for r in history]
     if its != sorted(set(its)) or any(i < 1 or i > clock for i in its):
@@ -97,7 +106,7 @@ def history_valid(history: list[dict], clock: int,
     return not set(history_missing(history, clock)) - set(allow_missing)
 
 
-def commit(url: str, clock: int, slot: int, history: list[dict],
+def commit(url: str, clock: int, slot: int, history: History,
            allow_missing: frozenset[int] | set[int] = frozenset()) -> None:
     """Make ``slot`` (written by every shard at ``clock``) the checkpoint to resume from.
 
@@ -167,13 +176,14 @@ def latest_checkpoint(url: str | None, n_topics: int, n_tokens: int) -> dict[str
 
 
 
-def iterations_text(history: list[dict]) -> str:
+def iterations_text(history: History) -> str:
+    """Name the iterations of ``history`` in a log line (elided when long)."""
     its = [r.get("iteration") for r in history]
     return f"{its}" if len(its) <= 8 else f"{its[:3]}..{its[-3:]} ({len(its)})"
 
 
 
-def checked_history(history: list[dict], clock: int, where: str) -> list[dict]:
+def checked_history(history: History, clock: int, where: str) -> list[Record]:
     """``history`` up to iteration ``clock``; a warning (never a silent gap) if incomplete."""
     kept = history_upto(history, clock)
     missing = history_missing(kept, clock)
@@ -185,7 +195,7 @@ def checked_history(history: list[dict], clock: int, where: str) -> list[dict]:
 
 
 def commit_after_clock(ck_url: str | None, stats: dict[int, dict], c: int,
-                       history: list[dict], rec: dict, n_shards: int | None = None,
+                       history: History, rec: Record, n_shards: int | None = None,
                        known_missing: frozenset[int] = frozenset()) -> int | None:
     """Commit the checkpoint of clock ``c + 1`` once every shard reported writing it.
 
@@ -210,7 +220,7 @@ def commit_after_clock(ck_url: str | None, stats: dict[int, dict], c: int,
         log.warning("checkpoint not committed: the shards' stats of clock %d report a "
                     "checkpoint of clock %s", c, done)
         return None
-    stored = history_upto(history_for_store(history + [rec]), done)
+    stored = history_upto(history_for_store([*history, rec]), done)
     if not history_valid(stored, done, known_missing):
         log.warning("checkpoint of clock %d not committed: the records are of iterations %s",
                     done, iterations_text(stored))
@@ -220,9 +230,11 @@ def commit_after_clock(ck_url: str | None, stats: dict[int, dict], c: int,
 
 
 def commit_final(ck_url: str, notes: dict[int, dict], n_shards: int, clock: int,
-                 history: list[dict], known_missing: frozenset[int] = frozenset()) -> None:
-    """Commit the checkpoint the shards wrote when the run stopped early at ``clock`` (off the
-    checkpoint period): only if every shard noted the same one and the records cover it.
+                 history: History, known_missing: frozenset[int] = frozenset()) -> None:
+    """Commit the checkpoint the shards wrote when the run stopped early at ``clock``.
+
+    That checkpoint is off the checkpoint period; it is committed only if every shard noted
+    the same one and the records cover it.
     """
     finals = {tuple(n.get("final_checkpoint", ())) for n in notes.values()}
     if len(notes) != n_shards or len(finals) != 1:
