@@ -65,7 +65,7 @@ def write_shard_z(url: str, slot: int, shard: int, z: np.ndarray) -> None:
 
 
 def history_missing(history: list[dict], clock: int) -> list[int]:
-    """Iterations of ``1..clock`` that ``history`` has no record of."""
+    """Return the iterations of ``1..clock`` that ``history`` has no record of."""
     have = {int(r.get("iteration", -1)) for r in history}
     return [i for i in range(1, int(clock) + 1) if i not in have]
 
@@ -76,7 +76,9 @@ def history_complete(history: list[dict], clock: int) -> bool:
 
 
 def history_upto(history: list[dict], clock: int) -> list[dict]:
-    """The records of iterations ``1..clock`` of ``history`` (later ones dropped), in order.
+    """Return the records of iterations ``1..clock`` of ``history`` (later ones dropped).
+
+    They are kept in order.
 
     A missing record is never papered over: the records that exist are kept, and
     :func:`history_missing` tells the caller which are not.
@@ -86,8 +88,10 @@ def history_upto(history: list[dict], clock: int) -> list[dict]:
 
 def history_valid(history: list[dict], clock: int,
                   allow_missing: frozenset[int] | set[int] = frozenset()) -> bool:
-    """Whether ``history`` may be committed with ``clock``: records of iterations ``1..clock``
-    in order, each once, the last one ``clock``, none missing but those in ``allow_missing``.
+    """Tell whether ``history`` may be committed with ``clock``.
+
+    It may when it holds records of iterations ``1..clock`` in order, each once, the last one
+    ``clock``, none missing but those in ``allow_missing``.
     """
     its = [int(r.get("iteration", -1)) for r in history]
     if its != sorted(set(its)) or any(i < 1 or i > clock for i in its):
@@ -168,6 +172,7 @@ def latest_checkpoint(url: str | None, n_topics: int, n_tokens: int) -> dict[str
 
 
 def iterations_text(history: list[dict]) -> str:
+    """Return the iterations of ``history`` as short text for a message (long lists elided)."""
     its = [r.get("iteration") for r in history]
     return f"{its}" if len(its) <= 8 else f"{its[:3]}..{its[-3:]} ({len(its)})"
 
@@ -210,7 +215,7 @@ def commit_after_clock(ck_url: str | None, stats: dict[int, dict], c: int,
         log.warning("checkpoint not committed: the shards' stats of clock %d report a "
                     "checkpoint of clock %s", c, done)
         return None
-    stored = history_upto(history_for_store(history + [rec]), done)
+    stored = history_upto(history_for_store([*history, rec]), done)
     if not history_valid(stored, done, known_missing):
         log.warning("checkpoint of clock %d not committed: the records are of iterations %s",
                     done, iterations_text(stored))
@@ -221,8 +226,10 @@ def commit_after_clock(ck_url: str | None, stats: dict[int, dict], c: int,
 
 def commit_final(ck_url: str, notes: dict[int, dict], n_shards: int, clock: int,
                  history: list[dict], known_missing: frozenset[int] = frozenset()) -> None:
-    """Commit the checkpoint the shards wrote when the run stopped early at ``clock`` (off the
-    checkpoint period): only if every shard noted the same one and the records cover it.
+    """Commit the checkpoint the shards wrote when the run stopped early at ``clock``.
+
+    That clock is off the checkpoint period. It is committed only if every shard noted the
+    same one and the records cover it.
     """
     finals = {tuple(n.get("final_checkpoint", ())) for n in notes.values()}
     if len(notes) != n_shards or len(finals) != 1:
