@@ -36,7 +36,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     for _ in range(args.repeats):
-        for name, start in (("LocalCluster (before)", _old), ("embedded (now)", start_local_cluster)):
+        starters = (("LocalCluster (before)", _old), ("embedded (now)", start_local_cluster))
+        for name, start in starters:
             t = time.perf_counter()
             cluster = start(args.workers)
             with Client(cluster) as client:

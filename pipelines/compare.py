@@ -59,6 +59,7 @@ or by hand::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import logging
@@ -75,8 +76,9 @@ from repeats import fmt, median_index, spreads
 
 log = logging.getLogger("compare")
 
-SYSTEMS = ("biglda", "biglda-cgs", "biglda-lightlda", "biglda-warplda", "tomotopy-1", "tomotopy-2", "gensim", "gensim-multi", "sklearn-online",
-           "sklearn-batch", "lda", "random")
+SYSTEMS = ("biglda", "biglda-cgs", "biglda-lightlda", "biglda-warplda", "tomotopy-1",
+           "tomotopy-2", "gensim", "gensim-multi", "sklearn-online", "sklearn-batch", "lda",
+           "random")
 #: Python module each system needs -> pip name.
 NEEDS = {"tomotopy-1": ("tomotopy", "tomotopy"), "tomotopy-2": ("tomotopy", "tomotopy"),
          "gensim": ("gensim", "gensim"), "gensim-multi": ("gensim", "gensim"),
@@ -366,10 +368,8 @@ def run_measured(cmd: list[str], limit: float, log_path: str,
             total = 0
             try:
                 for p in [root, *root.children(recursive=True)]:
-                    try:
+                    with contextlib.suppress(psutil.Error):
                         total += p.memory_info().rss
-                    except psutil.Error:
-                        pass
             except psutil.Error:
                 pass
             peak[0] = max(peak[0], total)

@@ -24,7 +24,7 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``biglda`` and all its sub-commands."""
+    """Return the parser of ``biglda`` and all its sub-commands."""
     parser = argparse.ArgumentParser(
         prog="biglda", description="Distributed LDA topic modeling on Dask."
     )

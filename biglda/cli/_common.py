@@ -29,8 +29,9 @@ def check_positive(name: str, value: int) -> None:
 
 
 def check_writable_dir(out: str) -> None:
-    """Create the folder of a local output ``out`` and check that it can be written, before
-    any work starts (URLs are left to the writer).
+    """Create the folder of a local output ``out`` and check that it can be written.
+
+    Done before any work starts; URLs are left to the writer.
     """
     if "://" in out:
         return

@@ -53,7 +53,8 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-doc-length", type=int, default=1, metavar="N",
                    help="drop documents with fewer than N tokens after filtering (default 1)")
     p.add_argument("--text-field", default="text", help="JSONL: field of the text (default text)")
-    p.add_argument("--id-field", default=None, help="JSONL: field of the id (default id if present)")
+    p.add_argument("--id-field", default=None,
+                   help="JSONL: field of the id (default id if present)")
     p.add_argument("--chunk-tokens", type=int, default=None, metavar="N",
                    help="tokens per chunk of the stored tokens (default 2097152)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
@@ -67,7 +68,7 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
 
 
 def _vocab_source(url: str) -> tuple[list[str], dict]:
-    """The vocabulary and tokenizer settings of a corpus.zarr or a model.zarr."""
+    """Return the vocabulary and tokenizer settings of a corpus.zarr or a model.zarr."""
     # the corpus and model stacks (zarr, numba) load when a command runs, not for --help
     from biglda.corpus.store import Corpus, is_corpus
 
@@ -186,7 +187,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         summary.append(("filters", ", ".join(f"{k}={v}" for k, v in filters.items())))
     source = c.attrs.get("source") or {}
     if "inputs" in source:
-        summary.append(("source", f"{', '.join(source['inputs'])} ({source.get('input_docs', '?'):,}"
+        summary.append(("source", f"{', '.join(source['inputs'])} "
+                                  f"({source.get('input_docs', '?'):,}"
                                   f" docs, {source.get('input_tokens', '?'):,} tokens read)"))
     if "synthetic" in c.attrs:
         s = c.attrs["synthetic"]

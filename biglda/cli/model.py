@@ -49,7 +49,8 @@ def _add_infer(sub: argparse._SubParsersAction) -> None:
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "evaluate", help="held-out likelihood, coherence and diversity (reads only; --save keeps it)",
+        "evaluate",
+        help="held-out likelihood, coherence and diversity (reads only; --save keeps it)",
         description="Score a model on held-out documents: document-completion likelihood, "
                     "NPMI/UMass coherence, topic diversity. Only reads the model unless --save "
                     "is given. Make the test set with the training vocabulary: `biglda split` "
@@ -243,7 +244,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _resolved(url: str) -> str:
-    """A local path made absolute (the key of an evaluation); URLs as given."""
+    """Return a local path made absolute (the key of an evaluation); URLs as given."""
     return url if "://" in url else os.path.abspath(url)
 
 

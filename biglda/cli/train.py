@@ -17,7 +17,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    """The flags of ``biglda train``: one per setting of :class:`TrainConfig`, from it.
+    """Add the flags of ``biglda train``: one per setting of :class:`TrainConfig`, from it.
 
     Every value is taken as text and converted by the setting itself (:func:`_train_settings`),
     so a bad one is the same one-line error, with the flag's name, whatever its kind.
@@ -47,7 +47,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _train_settings(args: argparse.Namespace) -> dict:
-    """The settings given on the command line, converted and checked by their declaration."""
+    """Return the settings given on the command line, converted and checked by their declaration."""
     given = {}
     for name, s in settings().items():
         value = getattr(args, name, None)
@@ -58,7 +58,7 @@ def _train_settings(args: argparse.Namespace) -> dict:
 
 
 def _flag_message(exc: SettingError) -> str:
-    """A :class:`SettingError` as the CLI says it: the flag in place of the setting's name."""
+    """Word a :class:`SettingError` as the CLI says it: the flag in place of the setting's name."""
     sep = "" if exc.problem.startswith(":") else " "
     return f"{setting_of(exc.name).flag}{sep}{exc.problem}"
 

@@ -110,7 +110,7 @@ def train(corpus: Any, out: str | None = None, config: Any = None, *, on_record:
 
 
 def _texts_of(corpus: Any) -> list[str] | None:
-    """The texts of ``corpus`` when it is an iterable of strings (else None: a store)."""
+    """Return the texts of ``corpus`` when it is an iterable of strings (else None: a store)."""
     if isinstance(corpus, str | bytes | os.PathLike) or hasattr(corpus, "url"):
         return None
     if not hasattr(corpus, "__iter__"):
@@ -147,8 +147,9 @@ def _in_notebook() -> bool:
 
 
 def _progress_bar(progress: bool | None) -> Any:
-    """A metrics-record callback drawing a progress bar, or None (``progress`` False, or
-    None outside a notebook).
+    """Return a metrics-record callback drawing a progress bar, or None.
+
+    None when ``progress`` is False, or when it is None outside a notebook.
     """
     if progress is None:
         progress = _in_notebook()
@@ -156,8 +157,9 @@ def _progress_bar(progress: bool | None) -> Any:
 
 
 class _ProgressBar:
-    """Iterations done, LL/token and tokens/s from the records: tqdm (``tqdm.auto``: a
-    widget in a notebook) when installed, else rich.
+    """Show iterations done, LL/token and tokens/s from the records.
+
+    Drawn by tqdm (``tqdm.auto``: a widget in a notebook) when installed, else by rich.
     """
 
     def __init__(self) -> None:
@@ -257,8 +259,10 @@ _WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EP
 
 
 def _check_writable(out: str) -> None:
-    """Fail before any work when a local ``out`` cannot be written; its folder is made
-    (``out`` and its checkpoint sibling live there). Remote stores: the first write says.
+    """Fail before any work when a local ``out`` cannot be written.
+
+    Its folder is made (``out`` and its checkpoint sibling live there). Remote stores: the
+    first write says.
     """
     if "://" in out and not out.startswith("file://"):
         return
@@ -272,8 +276,9 @@ def _check_writable(out: str) -> None:
 
 
 def _drop_uncommitted_checkpoint(out: str, cfg: Any) -> None:
-    """Remove the checkpoint store of a run that failed before committing any clock (it
-    cannot be resumed from); a committed one stays for ``--resume``.
+    """Remove the checkpoint store of a run that failed before committing any clock.
+
+    Such a store cannot be resumed from; a committed one stays for ``--resume``.
     """
     import contextlib
 

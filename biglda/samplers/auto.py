@@ -14,7 +14,8 @@ token at equal CPU time, one thread; figures and commands in ``docs/samplers.md`
 - on CPU, K < :data:`LARGE_K`: ``cgs`` (SparseLDA, exact) -- at K = 50 and 100 warplda
   leads early, but the gap halves with every doubling of the time (K = 100: 0.27, 0.17,
   0.08, 0.015 nats after 3, 6, 12, 25 CPU s; cgs ahead by 0.002 at 50 CPU s), so over a run
-  of the default length (100 sweeps: ~35 CPU s here) the exact sampler is level or ahead. ``--sampler warplda`` is the faster choice for short runs there.
+  of the default length (100 sweeps: ~35 CPU s here) the exact sampler is level or ahead.
+  ``--sampler warplda`` is the faster choice for short runs there.
 
 :data:`LARGE_K` = 200 lies between the measured K = 100 (cgs) and K = 300 (warplda). Mean
 document length and V enter the reason line but not the rule: it names no term it was not
@@ -39,13 +40,13 @@ class SamplerChoice(NamedTuple):
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        """The model's ``sampler_choice`` attribute and the start record's entry."""
+        """Return the model's ``sampler_choice`` attribute and the start record's entry."""
         return {"sampler": self.sampler, "params": dict(self.params), "reason": self.reason}
 
 
 def choose_sampler(n_topics: int, n_tokens: int, n_docs: int, n_words: int,
                    backends: Any = ("cpu",)) -> SamplerChoice:
-    """The sampler ``auto`` picks for K = ``n_topics`` on a corpus, given the workers' backends.
+    """Pick the sampler ``auto`` uses for K = ``n_topics`` on a corpus, given the backends.
 
     Parameters
     ----------

@@ -53,7 +53,7 @@ def register_sampler(algorithm: str, backend: str, factory: Callable[..., Sample
 
 
 def sampler_params(algorithm: str, backend: str = "cpu") -> dict[str, SamplerParam] | None:
-    """The parameters ``algorithm`` declares on ``backend`` (None: it declares none).
+    """Return the parameters ``algorithm`` declares on ``backend`` (None: it declares none).
 
     Examples
     --------
@@ -98,7 +98,7 @@ def parse_sampler_params(algorithm: str, given: dict[str, Any], backend: str = "
 
 
 def available_samplers() -> list[tuple[str, str]]:
-    """The registered ``(algorithm, backend)`` pairs (GPU ones once their module is loaded)."""
+    """Return the registered ``(algorithm, backend)`` pairs (GPU ones once their module loaded)."""
     return sorted(_REGISTRY)
 
 
@@ -119,14 +119,15 @@ def _load_gpu(algorithm: str) -> None:
 
 
 def get_sampler(algorithm: str, backend: str = "cpu", **params) -> Sampler:
-    """The sampler for ``(algorithm, backend)`` built with ``params``.
+    """Build the sampler for ``(algorithm, backend)`` with ``params``.
 
     Parameters
     ----------
     algorithm : {"cgs", "lightlda", "warplda"}
     backend : {"cpu", "gpu"}
     **params
-        Sampler settings: ``variant`` ("sparse" | "plain") for cgs, ``mh_steps`` for lightlda and warplda.
+        Sampler settings: ``variant`` ("sparse" | "plain") for cgs, ``mh_steps`` for
+        lightlda and warplda.
 
     Raises
     ------

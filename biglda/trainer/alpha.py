@@ -28,10 +28,12 @@ def alpha_due(done: int, every: int, burn_in: int) -> bool:
 
 
 def alpha_from_history(history: list[dict], cfg: TrainConfig) -> np.ndarray:
-    """The alpha in force after the records ``history``: the newest record's ``alpha`` (an
-    optimization at clock ``c`` is in the record of iteration ``c + 1`` and applies from clock
-    ``c + 1``), else ``cfg.alpha`` (one number for every topic, or K numbers). A checkpoint stores exactly the records of
-    iterations ``1..clock``, so a resumed or recovered run continues with the alpha it had.
+    """Return the alpha in force after the records ``history``.
+
+    That is the newest record's ``alpha`` (an optimization at clock ``c`` is in the record of
+    iteration ``c + 1`` and applies from clock ``c + 1``), else ``cfg.alpha`` (one number for
+    every topic, or K numbers). A checkpoint stores exactly the records of iterations
+    ``1..clock``, so a resumed or recovered run continues with the alpha it had.
     """
     for r in reversed(history):
         a = r.get("alpha")

@@ -39,7 +39,7 @@ EMBEDDED_MEMORY_CONFIG = {
 @contextlib.contextmanager
 def connect(scheduler: Any = None, workers: int | None = None, threads_per_worker: int = 1,
             timeout: float = 10.0, backend: str = "cpu") -> Iterator[Any]:
-    """A client: the given one, one connected to ``scheduler``, or an embedded cluster.
+    """Return a client: the given one, one connected to ``scheduler``, or an embedded cluster's.
 
     The embedded cluster has ``workers`` CPU workers (default one per core). With
     ``backend`` "gpu" or "auto" and CUDA devices here (a real GPU: the simulator does not
@@ -106,9 +106,11 @@ def local_gpus(backend: str) -> int:
 def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
                         single_envs: list[dict[str, str]] | None = None,
                         cpu_env: dict[str, str] | None = None, timeout: float = 60.0) -> Any:
-    """The embedded cluster on loopback: ``n_workers`` workers, plus one single-thread
-    worker per environment in ``single_envs`` (a GPU worker: ``CUDA_VISIBLE_DEVICES``; in the
-    tests, a worker on the CUDA simulator: ``NUMBA_ENABLE_CUDASIM=1``).
+    """Start the embedded cluster on loopback.
+
+    It has ``n_workers`` workers, plus one single-thread worker per environment in
+    ``single_envs`` (a GPU worker: ``CUDA_VISIBLE_DEVICES``; in the tests, a worker on the
+    CUDA simulator: ``NUMBA_ENABLE_CUDASIM=1``).
 
     The scheduler runs in this process; every worker is a ``distributed.Nanny`` in a process
     of its own started by ``python -m dask spec`` (:func:`_nanny_process_class`), never by a
@@ -159,8 +161,9 @@ def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
 
 
 def _wait_started(cluster: Any, n: int, timeout: float) -> None:
-    """Wait until ``n`` workers joined ``cluster``'s scheduler; a worker process that exits
-    first, or the timeout, is a :class:`ClusterError`.
+    """Wait until ``n`` workers joined ``cluster``'s scheduler.
+
+    A worker process that exits first, or the timeout, is a :class:`ClusterError`.
     """
     deadline = time.monotonic() + timeout
     while len(cluster.scheduler.workers) < n:
@@ -177,8 +180,10 @@ def _wait_started(cluster: Any, n: int, timeout: float) -> None:
 
 @functools.cache
 def _nanny_process_class() -> type:
-    """A ``SpecCluster`` worker class: ``python -m dask spec ADDR`` running one
-    ``distributed.Nanny`` (the pattern of ``distributed.deploy.subprocess.SubprocessWorker``).
+    """Return a ``SpecCluster`` worker class: ``python -m dask spec ADDR`` running a Nanny.
+
+    It runs one ``distributed.Nanny`` (the pattern of
+    ``distributed.deploy.subprocess.SubprocessWorker``).
 
     ``env`` is added to the process's environment; ``config`` (``dask.config.serialize``)
     becomes its Dask config. Built on first use: distributed is imported only when a
@@ -297,7 +302,7 @@ def check_workers(client: Any, used: set[str], confirm_s: float = 2.0) -> None:
 
 
 def wait_for_loss(client: Any, used: set[str], timeout: float) -> set[str]:
-    """The workers of ``used`` gone from the scheduler, waiting up to ``timeout`` for one."""
+    """Return the workers of ``used`` gone from the scheduler, waiting up to ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
         lost = used - live_workers(client)

@@ -78,7 +78,7 @@ class Setting:
     kind: Literal["value", "switch", "pairs"] = "value"
 
     def choice_list(self) -> tuple[str, ...]:
-        """The allowed values (empty: any)."""
+        """Return the allowed values (empty: any)."""
         return self.choices() if callable(self.choices) else tuple(self.choices)
 
 
@@ -182,7 +182,7 @@ def _parse_bool(text: str) -> bool:
 
 def _setting(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING,
              **meta: Any) -> Any:
-    """A dataclass field carrying its :class:`Setting`."""
+    """Return a dataclass field carrying its :class:`Setting`."""
     kw: dict[str, Any] = {"metadata": {"setting": Setting(**meta)}}
     if factory is not dataclasses.MISSING:
         kw["default_factory"] = factory
@@ -338,7 +338,7 @@ class TrainConfig:
         return max(10, 2 * int(self.optimize_alpha_every))
 
     def as_dict(self) -> dict[str, Any]:
-        """The stored settings (the model's and the checkpoint's ``config`` attribute)."""
+        """Return the stored settings (the model's and the checkpoint's ``config`` attribute)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
              if setting_of(f.name).stored}
         if self.optimize_alpha_every:
@@ -395,9 +395,11 @@ class TrainConfig:
 
     def with_sampler_chosen(self, corpus: Any, backends: Any
                             ) -> tuple[TrainConfig, dict[str, Any] | None]:
-        """``self`` with ``sampler="auto"`` replaced by what its rule picks for ``corpus``
-        (an opened Corpus) on workers running ``backends`` ({worker: backend}), and the
-        choice (``{requested, sampler, params, reason}``); a named sampler: ``(self, None)``.
+        """Resolve ``sampler="auto"`` to what its rule picks for ``corpus``.
+
+        Returns ``self`` with ``sampler="auto"`` replaced by the pick for ``corpus`` (an
+        opened Corpus) on workers running ``backends`` ({worker: backend}), and the choice
+        (``{requested, sampler, params, reason}``); a named sampler: ``(self, None)``.
         """
         if self.sampler != "auto":
             return self, None
@@ -410,7 +412,7 @@ class TrainConfig:
         return cfg, {"requested": "auto", **choice.as_dict()}
 
     def for_workers(self) -> TrainConfig:
-        """A copy a task can carry (the scheduler may be a ``Client``: left out)."""
+        """Return a copy a task can carry (the scheduler may be a ``Client``: left out)."""
         return dataclasses.replace(self, scheduler=None)
 
 
@@ -424,8 +426,9 @@ def _check(name: str, value: Any) -> str | None:
 
 
 def _coerce(name: str, value: Any) -> Any:
-    """A value given as text (a pipeline's TOML, ``staleness="inf"``) in the setting's type;
-    dicts of the debug settings get their key and value types.
+    """Convert a value given as text (a pipeline's TOML, ``staleness="inf"``) to its type.
+
+    The type is the setting's; dicts of the debug settings get their key and value types.
     """
     s = setting_of(name)
     try:
@@ -448,13 +451,15 @@ def settings() -> dict[str, Setting]:
 
 
 def setting_of(name: str) -> Setting:
-    """The :class:`Setting` of ``name``."""
+    """Return the :class:`Setting` of ``name``."""
     return settings()[name]
 
 
 def setting_names() -> tuple[str, ...]:
-    """The names of every training setting: the keyword arguments of ``train`` and the keys
-    of a pipeline's ``train`` stage (besides ``corpus``).
+    """Return the names of every training setting.
+
+    They are the keyword arguments of ``train`` and the keys of a pipeline's ``train`` stage
+    (besides ``corpus``).
     """
     return tuple(settings())
 

@@ -57,9 +57,10 @@ def shard_clock_stats(*, shard: int, worker: str, backend: str, clock: int, res:
                       times: dict[str, float], pulled: int, pushed: int, doc_ll: float,
                       wrote: list[int] | None, kernel_cpu_s: float,
                       process_cpu_s: float) -> ShardClockStats:
-    """The stats of one shard's clock; ``times``: the moments ``start``, ``waited`` (the SSP
-    wait done), ``pull``, ``sweep``, ``ll``, ``push`` and ``end``; ``res``: the sampler's
-    SweepResult.
+    """Return the stats of one shard's clock.
+
+    ``times``: the moments ``start``, ``waited`` (the SSP wait done), ``pull``, ``sweep``,
+    ``ll``, ``push`` and ``end``; ``res``: the sampler's SweepResult.
     """
     t = times
     return ShardClockStats(
@@ -72,8 +73,10 @@ def shard_clock_stats(*, shard: int, worker: str, backend: str, clock: int, res:
 
 
 class IterationRecord(TypedDict, total=False):
-    """The record of one iteration (clock): :func:`iteration_record`, then the driver adds
-    ``alpha`` (when optimized), ``stragglers``, ``top_words`` and ``checkpoint``.
+    """The record of one iteration (clock).
+
+    Built by :func:`iteration_record`, then the driver adds ``alpha`` (when optimized),
+    ``stragglers``, ``top_words`` and ``checkpoint``.
     """
 
     type: str
@@ -169,8 +172,10 @@ class RebalanceRecord(TypedDict):
 
 
 def busy_by_worker(rows: Iterable[ShardClockStats]) -> dict[str, list[float]]:
-    """``{worker: [busy seconds, tokens]}`` of shards' statistics: clock time minus SSP wait
-    (waiting is the symptom in *other* workers, not slowness).
+    """Return ``{worker: [busy seconds, tokens]}`` of shards' statistics.
+
+    Busy time is clock time minus SSP wait (waiting is the symptom in *other* workers, not
+    slowness).
     """
     busy: dict[str, list[float]] = {}
     for r in rows:
@@ -181,8 +186,10 @@ def busy_by_worker(rows: Iterable[ShardClockStats]) -> dict[str, list[float]]:
 
 
 def clock_spread_s(busy: dict[str, list[float]]) -> float:
-    """The clock spread in seconds: the longest minus the shortest busy time of the workers at
-    one clock, a worker's busy time being the sum over its shards of the clock's time minus
+    """Return the clock spread in seconds.
+
+    It is the longest minus the shortest busy time of the workers at one clock, a worker's
+    busy time being the sum over its shards of the clock's time minus
     the SSP wait (pull, sweep, log-likelihood, push, checkpoint). Under BSP every worker starts
     a clock at the same barrier, so this is how long the fastest worker sits idle waiting for
     the slowest. Durations only, so clocks of different machines need not agree.
@@ -211,8 +218,10 @@ class ClockFrame:
 
 def iteration_record(frame: ClockFrame, c: int, stats: dict[int, ShardClockStats],
                      ll: float, clocks: list[int], placement: dict[int, str]) -> IterationRecord:
-    """The record of clock ``c`` from every shard's stats; ``ll``: the joint log-likelihood;
-    ``clocks``: completed clocks of every shard; ``placement``: shard -> worker.
+    """Build the record of clock ``c`` from every shard's stats.
+
+    ``ll``: the joint log-likelihood; ``clocks``: completed clocks of every shard;
+    ``placement``: shard -> worker.
     """
     rows = list(stats.values())
     t_end = max(r["t_end"] for r in rows)
@@ -262,7 +271,7 @@ def start_record(*, run_id: str, config: dict[str, Any], backends: dict[str, str
                  balance: bool, corpus: Any, corpus_url: str, out: str,
                  dashboard: str | None, pages: list[str],
                  sampler_choice: dict[str, Any] | None = None) -> StartRecord:
-    """The ``start`` record of a run on ``corpus`` (an opened :class:`biglda.corpus.Corpus`)."""
+    """Build the ``start`` record of a run on ``corpus`` (a :class:`biglda.corpus.Corpus`)."""
     return StartRecord(type="start", run_id=run_id, config=config, backends=backends,
                        sampler_choice=sampler_choice,
                        balance=balance, n_tokens=int(corpus.n_tokens),
@@ -271,7 +280,7 @@ def start_record(*, run_id: str, config: dict[str, Any], backends: dict[str, str
 
 
 def end_record(run_id: str, elapsed: float, status: str, out: str | None) -> EndRecord:
-    """The ``end`` record; ``out`` only when the model was written (``status == "ok"``)."""
+    """Build the ``end`` record; ``out`` only when the model was written (``status == "ok"``)."""
     return EndRecord(type="end", run_id=run_id, elapsed=elapsed, status=status,
                      out=str(out) if status == "ok" and out is not None else None)
 
@@ -289,7 +298,7 @@ class Recovery:
     workers: list[str]       # the workers of the new attempt
 
     def as_record(self, run_id: str) -> RecoveryRecord:
-        """The ``recovery`` record."""
+        """Build the ``recovery`` record."""
         return RecoveryRecord(type="recovery", run_id=run_id, failed_clock=self.failed_clock,
                               resumed_clock=self.resumed_clock,
                               lost_workers=list(self.lost_workers), error=self.error,
@@ -298,8 +307,10 @@ class Recovery:
 
 @dataclass
 class Rebalance:
-    """One rebalance: the slow workers, their rates and the shards of every worker before and
-    after the restart at ``clock`` (a committed checkpoint). ``reason``: ``"straggler"`` (a
+    """One rebalance: the slow workers, their rates and every worker's shards around a restart.
+
+    The shards are those before and after the restart at ``clock`` (a committed checkpoint).
+    ``reason``: ``"straggler"`` (a
     worker slow for ``rebalance_after`` clocks) or ``"throughput"`` (the one-time balance of a
     heterogeneous job by the throughput measured over its first clocks).
     """
@@ -313,7 +324,7 @@ class Rebalance:
     reason: str = "straggler"
 
     def as_record(self, run_id: str) -> RebalanceRecord:
-        """The ``rebalance`` record."""
+        """Build the ``rebalance`` record."""
         return RebalanceRecord(type="rebalance", run_id=run_id, clock=self.clock,
                                reason=self.reason, slow_workers=list(self.slow_workers),
                                tokens_per_s=dict(self.rates),
@@ -331,7 +342,7 @@ def backends_used(history: Sequence[Record]) -> dict[str, str]:
 
 
 def history_for_store(history: Sequence[Record]) -> list[Record]:
-    """The records as a model or checkpoint stores them (without the top words)."""
+    """Return the records as a model or checkpoint stores them (without the top words)."""
     return [{k: v for k, v in r.items() if k != "top_words"} for r in history]
 
 
@@ -339,8 +350,9 @@ def history_for_store(history: Sequence[Record]) -> list[Record]:
 
 
 class Emitter:
-    """Sends every record to the scheduler's event log (the dashboard's feed) and to the
-    callbacks; neither may stop training, a failing event log least of all.
+    """Sends every record to the scheduler's event log (the dashboard's feed) and callbacks.
+
+    Neither may stop training, a failing event log least of all.
     """
 
     def __init__(self, client: Any, callbacks: OnRecord | Iterable[OnRecord] | None) -> None:
@@ -348,6 +360,7 @@ class Emitter:
         self.callbacks = as_callbacks(callbacks)
 
     def __call__(self, record: Record) -> None:
+        """Send ``record`` to the event log (errors dropped), then to every callback."""
         with contextlib.suppress(Exception):
             self.client.log_event("biglda", record)
         for cb in self.callbacks:
@@ -376,6 +389,7 @@ class JsonlSink:
         self._file: IO[str] | None = None
 
     def __call__(self, record: Record) -> None:
+        """Write ``record`` as one JSON line and flush (nothing without a path)."""
         if self.path is None:
             return
         if self._file is None:
@@ -391,7 +405,9 @@ class JsonlSink:
             self._file = None
 
     def __enter__(self) -> JsonlSink:
+        """Return the sink itself."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the file."""
         self.close()

@@ -46,7 +46,7 @@ def test_call_to_a_paused_worker_times_out_and_a_retried_push_counts_once(cluste
             os.kill(pid, signal.SIGCONT)
         # the timed-out push was delivered after all; the retry of the same (shard, clock) is not
         assert ps.tables.push_to(1, 0, 0, *delta, timeout=30.0) is False
-        start, rows, n_k = ps.tables.parts(timeout=30.0)[1]
+        _start, rows, n_k = ps.tables.parts(timeout=30.0)[1]
         expected = np.zeros((10, 4), np.int32)
         expected[[2, 5], [1, 3]] = [2, 5]
         np.testing.assert_array_equal(rows, expected)
