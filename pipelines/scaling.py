@@ -45,7 +45,7 @@ from types import SimpleNamespace
 
 # Scripts in this folder (on sys.path when this runs as a script).
 from bench_train import run, section_ssp, steady
-from compare import run_measured
+from measure import run_measured
 from repeats import fmt, ratio, spread, spreads
 
 DEFAULTS = {"sections": ["topics", "workers", "ssp", "memory"], "topics": [100, 1000, 10000],
