@@ -283,11 +283,13 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     proc.attached = True
     t_pull = time.time()
     results = _sweep_threads(spec, proc, samplers, pool, clock, alpha)
-    slow = sum(float(cfg.slow_shards.get(st.index, 0.0)) for st in proc.shards)
-    if slow:  # debug: artificially slow shards
+    # debug: artificially slow shards, and a worker slow per shard it sweeps (as if each
+    # thread slept after each of its shards)
+    per_shard = float(cfg.slow_workers.get(worker, 0.0))
+    slow = max(sum(float(cfg.slow_shards.get(st.index, 0.0)) + per_shard for st in part.shards)
+               for part in proc.threads)
+    if slow:
         time.sleep(slow)
-    if worker in cfg.slow_workers:  # debug: an artificially slow worker
-        time.sleep(float(cfg.slow_workers[worker]))
     t_sweep = time.time()
     doc_ll = {st.index: float(doc_loglik(st.doc_ptr, st.z, alpha, cfg.n_topics))
               for st in proc.shards}
