@@ -33,7 +33,7 @@ that changed, not with the number of clients:
   ``D_c`` is dropped once every puller has all of clock ``c``.
 
 Pulling by clock rather than "whatever arrived" makes BSP deterministic: the same seed and
-shard layout give the same run, on any number of workers. The actor also keeps the word part of
+layout (processes x threads x shards) give the same run. The actor also keeps the word part of
 the log-likelihood, Σ lgamma(n_wk + β) − lgamma(β), up to date incrementally (exact: each
 applied entry adds lgamma(new+β) − lgamma(old+β)), and snapshots it with its ``n_k`` part the
 moment every shard's push of a clock has arrived; under BSP this is exactly the table after
