@@ -57,6 +57,7 @@ class ShardCache:
         self.received: list[np.ndarray | None] = [None] * (len(self.bounds) - 1)
         self.bytes_pulled = 0
         self.bytes_pushed = 0
+        self.members: tuple[int, ...] = ()  # other shards this cache reads for (ProcessCache)
 
     @property
     def n_local(self) -> int:
@@ -111,7 +112,7 @@ class ShardCache:
         got = 0
         self.n_k[:] = 0
         for a, (rows, nk, received) in enumerate(
-                tables.attach(self.shard, vocab_parts, upto, timeout)):
+                tables.attach(self.shard, vocab_parts, upto, timeout, self.members)):
             self.n_wk[self.split[a]:self.split[a + 1]] = rows
             self.n_k += nk
             self.received[a] = received

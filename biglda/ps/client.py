@@ -75,14 +75,14 @@ class TableClient:
         return call(self.actors[part].push(shard, clock, words, topics, counts, log=log),
                     timeout, f"shard {shard}: push of clock {clock} to table shard {part}")
 
-    def attach(self, shard: int, vocab_parts: Sequence[np.ndarray], upto: int, timeout: float
-               ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Register shard ``shard``'s vocabulary and get its rows as of clock ``upto``.
-
-        The vocabulary comes in one part per table shard (global ids); the answer is
-        ``(rows, n_k part, received)`` per table shard.
+    def attach(self, shard: int, vocab_parts: Sequence[np.ndarray], upto: int, timeout: float,
+               members: Sequence[int] = ()) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Register shard ``shard``'s vocabulary (one part per table shard, global ids) and get
+        its rows as of clock ``upto``: ``(rows, n_k part, received)`` per table shard.
+        ``members``: the other shards it reads for (a process cache).
         """
-        futs = [actor.attach(shard, words, upto)
+        members = tuple(int(m) for m in members)
+        futs = [actor.attach(shard, words, upto, members)
                 for actor, words in zip(self.actors, vocab_parts, strict=True)]
         return call_all(futs, timeout, f"shard {shard}: attach")
 

@@ -33,7 +33,7 @@ that changed, not with the number of clients:
   ``D_c`` is dropped once every puller has all of clock ``c``.
 
 Pulling by clock rather than "whatever arrived" makes BSP deterministic: the same seed and
-shard layout give the same run, on any number of workers. The actor also keeps the word part of
+layout (processes x threads x shards) give the same run. The actor also keeps the word part of
 the log-likelihood, Σ lgamma(n_wk + β) - lgamma(β), up to date incrementally (exact: each
 applied entry adds lgamma(new+β) - lgamma(old+β)), and snapshots it with its ``n_k`` part the
 moment every shard's push of a clock has arrived; under BSP this is exactly the table after
@@ -135,6 +135,9 @@ class TableShard:
         self._received = np.full((self.n_shards, self.n_shards), NO_CLOCK, dtype=np.int64)
         self._vocab: dict[int, np.ndarray] = {}  # reader -> its sorted local rows
         self._masks: dict[int, np.ndarray] = {}
+        # reader -> the shards whose reads it makes (one cache per worker process: its other
+        # shards push, never pull; they have what their reader has, for trimming the log)
+        self._members: dict[int, np.ndarray] = {}
         self._snap_clock = NO_CLOCK
         self._snapshots: dict[int, tuple[float, np.ndarray]] = {}
         self.bytes_in = 0
@@ -193,7 +196,8 @@ class TableShard:
         """
         d = self._folded.get(clock)
         if d is None:
-            entries = self._log[clock]
+            # (the empty pushes of a process cache's other shards add nothing)
+            entries = [e for e in self._log[clock] if len(e.rows)] or self._log[clock][:1]
             rows = np.concatenate([e.rows for e in entries])
             topics = np.concatenate([e.topics for e in entries])
             counts = np.concatenate([e.counts for e in entries])
@@ -230,7 +234,7 @@ class TableShard:
         return ll, n_k
 
     # -- pulls --------------------------------------------------------------------------
-    def attach(self, shard: int, words: np.ndarray, upto: int
+    def attach(self, shard: int, words: np.ndarray, upto: int, members: Any = ()
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Register a shard's vocabulary here; return its rows as of clock ``upto``.
 
@@ -239,9 +243,12 @@ class TableShard:
         with later pulls), so what a shard sees does not depend on when it asked — under BSP
         the same seed and shard layout give the same run. ``received`` (int64 [n_shards]) is
         what to pass to the next :meth:`pull`: ``upto``, or less for a writer that has not
-        pushed ``upto`` yet.
+        pushed ``upto`` yet. ``members``: other shards this one reads for (a process cache:
+        they push, this one pulls), so the log is trimmed by what this reader has.
         """
         shard, upto = int(shard), int(upto)
+        self._members[shard] = np.asarray([int(m) for m in members if int(m) != shard],
+                                          dtype=np.int64)
         rows = np.asarray(words, dtype=np.int64) - self.row_start
         mask = np.zeros(len(self.n_wk), dtype=bool)
         mask[rows] = True
@@ -271,8 +278,16 @@ class TableShard:
         # a writer that has not pushed ``upto`` yet (SSP) still owes its later clocks
         received = np.minimum(self.applied, upto)
         self._received[shard] = received
+        self._share_received(shard)
         self.bytes_out += out.nbytes + n_k.nbytes
         return out, n_k, received
+
+    def _share_received(self, shard: int) -> None:
+        """A process cache's other shards have what its reader has, and all of its own."""
+        members = self._members.get(shard)
+        if members is not None and len(members):
+            self._received[members] = self._received[shard]
+            self._received[members, shard] = self.applied[shard]
 
     def _others(self, shard: int, received: np.ndarray) -> np.ndarray:
         return np.delete(received, shard)
@@ -306,7 +321,7 @@ class TableShard:
             vocab = self._vocab[shard]
             for c in sorted(c for c in self._log if lo < c <= hi):
                 # the shard has no writer's c, so every writer's entry is still logged
-                theirs = [e for e in self._log[c] if e.writer != shard]
+                theirs = [e for e in self._log[c] if e.writer != shard and len(e.rows)]
                 if len(theirs) == 1:  # one other writer: its entry is the answer
                     e = theirs[0]
                     keep = mask[e.rows]
@@ -360,6 +375,7 @@ class TableShard:
             rows, topics, counts = parts[0]
         else:
             rows = topics = counts = _EMPTY
+        self._share_received(shard)
         self._trim()
         words = rows + np.int32(self.row_start)
         self.pull_entries_out += len(words)

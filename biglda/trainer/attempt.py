@@ -41,6 +41,7 @@ from biglda.trainer.placement import (
     RebalancePlan,
     Slots,
     StragglerWatch,
+    by_process,
     find_stragglers,
     plan_groups,
     propose_rebalance,
@@ -191,9 +192,11 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
         bal_clock = -1
     worker_cfg = cfg.for_workers()
     futures, addrs = [], []
-    for addr, members in groups:
+    for addr, threads in by_process(groups):
+        members = [s for t in threads for s in t]
         spec = GroupSpec(
             cfg=worker_cfg, corpus_url=corpus.url, shards=tuple(members), ps=ps.client,
+            thread_sizes=tuple(len(t) for t in threads),
             n_words=corpus.n_words, alpha=alpha,
             start_clock=st.start_clock, stop_clock=st.stop_clock,
             checkpoint_url=ck_url if ck_url else st.ck_read,
@@ -208,7 +211,8 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
     if st.on_started is not None:
         st.on_started(time.time())
         st.on_started = None
-    log.info("parameter server and %d tasks placed on %d workers", len(futures), len(slots))
+    log.info("parameter server and %d tasks (one per worker process) placed on %d workers",
+             len(futures), len(slots))
     t0 = time.time()
     return _Attempt(
         ps=ps, futures=futures, addrs=addrs, used=set(workers), slots=slots, alpha=alpha,

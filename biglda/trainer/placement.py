@@ -119,6 +119,17 @@ def plan_groups(shards: list[Any], slots: Slots,
 
 
 
+def by_process(groups: list[tuple[str, list]]) -> list[tuple[str, list[list]]]:
+    """:func:`plan_groups`' (worker, thread) groups gathered per worker process: one task per
+    process sweeps them with one thread per group over one process cache.
+    """
+    out: dict[str, list[list]] = {}
+    for addr, members in groups:
+        out.setdefault(addr, []).append(list(members))
+    return list(out.items())
+
+
+
 def balance_shards(throughputs, shard_tokens) -> list[int]:
     """Assign shards to workers of unequal speed (GPU and CPU workers in one job).
 

@@ -1,16 +1,21 @@
-"""What runs on a worker: one long-running task per worker thread that sweeps its shards.
+"""What runs on a worker: one long-running task per worker process that sweeps its shards.
 
-Design: a task per (worker, thread slot) holds its document shards — tokens, ``z`` and the row
-cache — in local variables for the whole run and loops over all clocks: wait for the SSP clock,
-pull the other shards' deltas, sweep (numba, releases the GIL), push the delta, checkpoint,
-tick. The alternative, one task per shard per clock with the state in a worker-held object,
-pays a scheduler round trip per shard per clock (about ten actor calls' worth) and gains
-nothing: the state never moves, and a lost worker is recovered by recounting ``z`` from a
-checkpoint either way (measurements in pipelines/README.md). The driver submits
-:func:`run_group_failfast`, which secedes from the worker's thread pool (so a task stuck on a
-dead actor does not hold the thread a recovered run needs); there is one such task per worker
-thread. Each worker runs its actors' sync methods in a separate actor thread and ``async``
-ones (the clock) on its event loop, so a task waiting on a clock never blocks an actor.
+Design: a task per worker process holds all its document shards — tokens, ``z`` — and one
+table cache over the union of their vocabularies (:class:`biglda.ps.ProcessCache`) in local
+variables for the whole run and loops over all clocks: wait for the SSP clock (every shard),
+pull once, sweep with its threads (a ``ThreadPoolExecutor`` of numba ``nogil`` sweeps, one
+sweep per thread over its shards' documents concatenated; threads other than the first work
+on a copy of the cache and their deltas are added after: AD-LDA within the process), push
+once, checkpoint, tick every shard. Pulls, pushes and per-word tables are made once per
+process (per thread for the tables) per clock, not once per shard. The alternative, one task
+per shard per clock with the state in a worker-held object, pays a scheduler round trip per
+shard per clock (about ten actor calls' worth) and gains nothing: the state never moves, and a
+lost worker is recovered by recounting ``z`` from a checkpoint either way (measurements in
+pipelines/README.md). The driver submits :func:`run_group_failfast`, which secedes from the
+worker's thread pool (so a task stuck on a dead actor does not hold the thread a recovered
+run needs). Each worker runs its actors' sync methods in a separate actor thread and
+``async`` ones (the clock) on its event loop, so a task waiting on a clock never blocks an
+actor. A GPU worker runs one thread.
 
 Every parameter-server call goes through the client (:class:`biglda.ps.PSClient`) and has a
 timeout; a clock wait is a sequence of short server-side waits, so a lost clock actor surfaces
@@ -20,12 +25,14 @@ as a :class:`biglda.errors.ClusterError`.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from biglda.ps import ALL_CLOCKS, ClockAnswer, PSClient, ShardCache
+from biglda.ps import ALL_CLOCKS, ClockAnswer, PSClient
 from biglda.trainer import checkpoint as ckpt
 from biglda.trainer.alpha import alpha_due
 from biglda.trainer.config import TrainConfig
@@ -52,6 +59,7 @@ class GroupSpec:
     resume_attrs: dict | None = None  # committed checkpoint to start from
     wait_chunk: float = 2.0
     checkpoint_at: tuple[int, ...] = ()  # extra checkpoint clocks (the throughput balance)
+    thread_sizes: tuple[int, ...] = ()   # shards per sampling thread, in ``shards`` order
 
 
 def gpu_probe() -> dict[str, Any]:
@@ -113,138 +121,245 @@ def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray
 
 
 class _ShardState:
-    def __init__(self, spec: GroupSpec, corpus: Any, shard: Any) -> None:
+    """One shard of the process: where its tokens sit in the process's arrays, its ``z``
+    (a view of the process's), documents and checkpoint slot.
+    """
+
+    def __init__(self, shard: Any, lo: int, doc_ptr: np.ndarray, slot: int) -> None:
+        self.index = int(shard.index)
+        self.shard = shard
+        self.lo, self.hi = int(lo), int(lo + doc_ptr[-1])
+        self.doc_ptr = np.ascontiguousarray(doc_ptr, dtype=np.int64)
+        self.z: np.ndarray = np.zeros(0)
+        self.slot = slot
+
+
+class _ProcessState:
+    """Every shard this worker process holds, one :class:`biglda.ps.ProcessCache` over them,
+    and the shards each sampling thread sweeps (one sweep per thread per clock over its
+    shards' documents, concatenated).
+    """
+
+    def __init__(self, spec: GroupSpec, corpus: Any, n_threads: int) -> None:
+        from biglda.ps import ProcessCache
         from biglda.samplers import RandomKey, init_z, z_dtype
 
-        self.index = int(shard.index)
-        tokens, self.doc_ptr = corpus.read_shard(shard)
-        self.doc_ptr = np.ascontiguousarray(self.doc_ptr, dtype=np.int64)
-        self.cache = ShardCache(self.index, tokens, spec.ps.bounds, spec.cfg.n_topics)
-        del tokens
-        if spec.resume_attrs is not None:
-            z = ckpt.read_z(spec.checkpoint_url, spec.resume_attrs, shard.token_start,
-                            shard.token_stop)
-            self.z = np.ascontiguousarray(z, dtype=z_dtype(spec.cfg.n_topics))
-        else:
-            # init stream: iteration -1 never collides with a sweep's (seed, iteration, shard)
-            self.z = init_z(len(self.cache.tokens), spec.cfg.n_topics,
-                            RandomKey(spec.cfg.seed, -1, self.index))
+        sizes = list(spec.thread_sizes) or [len(spec.shards)]
+        if n_threads == 1 and len(sizes) > 1:
+            sizes = [sum(sizes)]
+        self.shards: list[_ShardState] = []
+        parts, lo = [], 0
+        for shard in spec.shards:
+            tokens, doc_ptr = corpus.read_shard(shard)
+            parts.append(np.asarray(tokens))
+            self.shards.append(_ShardState(shard, lo, doc_ptr, spec.checkpoint_slot))
+            lo += len(parts[-1])
+        index = [st.index for st in self.shards]
+        self.cache = ProcessCache(index[0], index, np.concatenate(parts), spec.ps.bounds,
+                                  spec.cfg.n_topics)
+        del parts
+        self.z = np.zeros(lo, dtype=z_dtype(spec.cfg.n_topics))
+        for st in self.shards:
+            if spec.resume_attrs is not None:
+                self.z[st.lo:st.hi] = ckpt.read_z(spec.checkpoint_url, spec.resume_attrs,
+                                                  st.shard.token_start, st.shard.token_stop)
+            else:
+                # init stream: iteration -1 never collides with a sweep's (seed, iteration, shard)
+                self.z[st.lo:st.hi] = init_z(st.hi - st.lo, spec.cfg.n_topics,
+                                             RandomKey(spec.cfg.seed, -1, st.index))
+            st.z = self.z[st.lo:st.hi]
+        self.threads: list[_ThreadPart] = []
+        first = 0
+        for n in sizes:
+            self.threads.append(_ThreadPart(self.shards[first:first + n]))
+            first += n
         self.attached = False
-        self.slot = spec.checkpoint_slot
+
+
+class _ThreadPart:
+    """What one sampling thread sweeps: consecutive shards of the process, as one range."""
+
+    def __init__(self, shards: list[_ShardState]) -> None:
+        self.shards = shards
+        self.key_shard = shards[0].index  # its random stream (fixed by the layout)
+        self.lo, self.hi = shards[0].lo, shards[-1].hi
+        self.doc_ptr = np.concatenate([[0]] + [st.doc_ptr[1:] + (st.lo - self.lo)
+                                               for st in shards]).astype(np.int64)
 
 
 def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
-    """Sweep this task's shards from ``start_clock`` to the stop clock; return their final ``z``."""
+    """Sweep this worker process's shards from ``start_clock`` to the stop clock with its
+    threads; return their final ``z``.
+    """
     from distributed import get_worker
 
     from biglda.corpus import Corpus
 
-    worker = get_worker().address
+    me = get_worker()
+    worker = me.address
     corpus = Corpus.open(spec.corpus_url)
     backend = worker_backend(spec, worker)
-    sampler = _make_sampler(spec, backend)
-    states = [_ShardState(spec, corpus, s) for s in spec.shards]
-    _push_recounts(spec, states, worker, backend)
+    # a GPU worker runs one thread, as before
+    n_threads = 1 if backend == "gpu" else max(1, len(spec.thread_sizes))
+    proc = _ProcessState(spec, corpus, n_threads)
+    samplers = [_make_sampler(spec, backend) for _ in proc.threads]
+    _push_recounts(spec, proc, worker, backend)
     clock = spec.start_clock
     alpha = np.asarray(spec.alpha, dtype=np.float64)
-    running = True
-    while running and clock < spec.stop_clock:
-        for st in states:
+    lead = proc.shards[0].index
+    with ThreadPoolExecutor(max(1, len(proc.threads) - 1)) as pool:
+        while clock < spec.stop_clock:
             t0, cpu0 = time.time(), time.process_time()
-            go = spec.ps.clock.wait(st.index, clock, spec.wait_chunk, spec.cfg.call_timeout)
-            if go is ClockAnswer.ABORT:  # the driver restarts every shard from a checkpoint
+            answers = [spec.ps.clock.wait(st.index, clock, spec.wait_chunk,
+                                          spec.cfg.call_timeout) for st in proc.shards]
+            if ClockAnswer.ABORT in answers:  # the driver restarts every shard: write nothing
                 return {}
-            if go is ClockAnswer.STOP:
-                running = False
+            if ClockAnswer.STOP in answers:
                 break
             if spec.cfg.optimize_alpha_every > 0:
-                new = _alpha(spec, st.index, clock, alpha)
+                new = _alpha(spec, lead, clock, alpha)
                 if isinstance(new, ClockAnswer):
-                    if new is ClockAnswer.ABORT:  # the driver restarts every shard: write nothing
+                    if new is ClockAnswer.ABORT:
                         return {}
-                    running = False
                     break
                 alpha = new
-            stats = _sweep_clock(spec, st, sampler, clock, alpha, worker, backend, t0, cpu0)
-            spec.ps.clock.tick(st.index, clock + 1, stats, spec.cfg.call_timeout)
-        else:
+            stats = _sweep_clock(spec, proc, samplers, pool, clock, alpha, worker, backend,
+                                 t0, cpu0)
+            for st in proc.shards:
+                spec.ps.clock.tick(st.index, clock + 1, stats[st.index], spec.cfg.call_timeout)
             clock += 1
-    _final_checkpoint(spec, states, clock)
-    return {st.index: st.z for st in states}
+    _final_checkpoint(spec, proc.shards, clock)
+    return {st.index: st.z for st in proc.shards}
 
 
-def _push_recounts(spec: GroupSpec, states: list[_ShardState], worker: str,
-                   backend: str) -> None:
-    """Push the counts of every shard's starting ``z`` and tick its start clock."""
+def _push_recounts(spec: GroupSpec, proc: _ProcessState, worker: str, backend: str) -> None:
+    """Push the counts of the process's starting ``z`` and tick every shard's start clock."""
     from biglda.samplers import count_from_z
 
     t_init = time.time()
-    for st in states:
-        n_wk, _ = count_from_z(st.cache.tokens, st.doc_ptr, st.z, st.cache.n_local,
-                               spec.cfg.n_topics)
-        st.cache.push_counts(spec.ps.tables, spec.start_clock - 1, n_wk, spec.cfg.call_timeout)
-        del n_wk
+    cache = proc.cache
+    doc_ptr = np.asarray([0, len(cache.tokens)], dtype=np.int64)
+    n_wk, _ = count_from_z(cache.tokens, doc_ptr, proc.z, cache.n_local, spec.cfg.n_topics)
+    cache.push_counts(spec.ps.tables, spec.start_clock - 1, n_wk, spec.cfg.call_timeout)
+    del n_wk
+    cache.push_members(spec.ps.tables, spec.start_clock - 1, spec.cfg.call_timeout, log=False)
+    for st in proc.shards:
         spec.ps.clock.tick(st.index, spec.start_clock,
                            {"shard": st.index, "worker": worker, "backend": backend,
                             "init_s": time.time() - t_init}, spec.cfg.call_timeout)
 
 
-def _sweep_clock(spec: GroupSpec, st: _ShardState, sampler: Any, clock: int,
-                 alpha: np.ndarray, worker: str, backend: str, t0: float,
-                 cpu0: float) -> ShardClockStats:
-    """Pull, sweep, log-likelihood, push and checkpoint of one shard's ``clock`` (the wait is
-    done: it began at ``t0``); the stats of the clock.
+def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
+                   clock: int, alpha: np.ndarray) -> list[tuple[Any, float]]:
+    """One sweep per thread, concurrently: the first on the process cache itself, the others
+    on copies of it taken before any starts (their deltas are added after: AD-LDA within a
+    process). Returns each thread's ``(SweepResult, thread CPU s)``.
     """
-    from biglda.samplers import RandomKey, doc_loglik
+    from biglda.samplers import RandomKey
 
-    cfg = spec.cfg
+    cfg, cache = spec.cfg, proc.cache
+    tables = [(cache.n_wk, cache.n_k)] + [(cache.n_wk.copy(), cache.n_k.copy())
+                                          for _ in proc.threads[1:]]
+
+    def sweep(i: int) -> tuple[Any, float]:
+        part, (n_wk, n_k) = proc.threads[i], tables[i]
+        c0 = time.thread_time()
+        res = samplers[i].sweep(cache.tokens[part.lo:part.hi], part.doc_ptr,
+                                proc.z[part.lo:part.hi], n_wk, n_k, alpha, cfg.beta,
+                                spec.n_words, RandomKey(cfg.seed, clock, part.key_shard))
+        return res, time.thread_time() - c0
+
+    futs = [pool.submit(sweep, i) for i in range(1, len(proc.threads))]
+    out = [sweep(0)] + [f.result() for f in futs]
+    cache.merge_in([(r.delta_words, r.delta_topics, r.delta_counts, r.delta_k)
+                    for r, _ in out[1:]])
+    return out
+
+
+def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
+                 clock: int, alpha: np.ndarray, worker: str, backend: str, t0: float,
+                 cpu0: float) -> dict[int, ShardClockStats]:
+    """Pull, sweep, log-likelihood, push and checkpoint of the process's ``clock`` (the wait is
+    done: it began at ``t0``); the stats of every shard.
+    """
+    from biglda.samplers import doc_loglik
+
+    cfg, cache = spec.cfg, proc.cache
     t_wait = time.time()
     # BSP: exactly the deltas of the clocks before this one (all arrived, by the wait), so a
-    # seed and shard layout give the same run. SSP: whatever has arrived (at least up to
-    # clock - 1 - s, by the wait) — fresher reads than the bound are allowed and help a slow
-    # shard most.
+    # seed and layout give the same run. SSP: whatever has arrived (at least up to
+    # clock - 1 - s, by the wait) — fresher reads than the bound are allowed.
     upto = clock - 1 if cfg.staleness == 0 else ALL_CLOCKS
-    pulled = (st.cache.refresh(spec.ps.tables, upto, cfg.call_timeout) if st.attached else
-              st.cache.attach(spec.ps.tables, upto, cfg.call_timeout))
-    st.attached = True
+    pulled = (cache.refresh(spec.ps.tables, upto, cfg.call_timeout) if proc.attached else
+              cache.attach(spec.ps.tables, upto, cfg.call_timeout))
+    proc.attached = True
     t_pull = time.time()
-    kcpu0 = time.thread_time()
-    res = sampler.sweep(st.cache.tokens, st.doc_ptr, st.z, st.cache.n_wk, st.cache.n_k,
-                        alpha, cfg.beta, spec.n_words, RandomKey(cfg.seed, clock, st.index))
-    kernel_cpu = time.thread_time() - kcpu0
-    if st.index in cfg.slow_shards:  # debug: an artificially slow shard
-        time.sleep(float(cfg.slow_shards[st.index]))
-    if worker in cfg.slow_workers:  # debug: an artificially slow worker
-        time.sleep(float(cfg.slow_workers[worker]))
+    results = _sweep_threads(spec, proc, samplers, pool, clock, alpha)
+    # debug: artificially slow shards, and a worker slow per shard it sweeps (as if each
+    # thread slept after each of its shards)
+    per_shard = float(cfg.slow_workers.get(worker, 0.0))
+    slow = max(sum(float(cfg.slow_shards.get(st.index, 0.0)) + per_shard for st in part.shards)
+               for part in proc.threads)
+    if slow:
+        time.sleep(slow)
     t_sweep = time.time()
-    doc_ll = float(doc_loglik(st.doc_ptr, st.z, alpha, cfg.n_topics))
+    doc_ll = {st.index: float(doc_loglik(st.doc_ptr, st.z, alpha, cfg.n_topics))
+              for st in proc.shards}
     t_ll = time.time()
-    pushed = st.cache.push(spec.ps.tables, clock, res.delta_words, res.delta_topics,
-                           res.delta_counts, cfg.call_timeout)
+    pushed = cache.push_all(spec.ps.tables, clock,
+                            [(r.delta_words, r.delta_topics, r.delta_counts, r.delta_k)
+                             for r, _ in results], cfg.call_timeout)
     t_push = time.time()
     done = clock + 1
     wrote = None
     if spec.checkpoint_url and ((spec.checkpoint_every > 0 and (
             done % spec.checkpoint_every == 0 or done == spec.stop_clock))
             or done in spec.checkpoint_at):
-        ckpt.write_shard_z(spec.checkpoint_url, st.slot, st.index, st.z)
-        wrote = [done, st.slot]
-        st.slot = 1 - st.slot
+        for st in proc.shards:
+            ckpt.write_shard_z(spec.checkpoint_url, st.slot, st.index, st.z)
+            wrote = [done, st.slot]
+            st.slot = 1 - st.slot
     times = {"start": t0, "waited": t_wait, "pull": t_pull, "sweep": t_sweep, "ll": t_ll,
              "push": t_push, "end": time.time()}
-    # CPU seconds: of the sweep (this thread), of the whole clock (the worker process: task,
-    # actor and comm threads) — rates that do not depend on how busy the machine's other
-    # processes keep the cores
-    stats = shard_clock_stats(shard=st.index, worker=worker, backend=backend, clock=clock,
-                              res=res, times=times, pulled=pulled, pushed=pushed,
-                              doc_ll=doc_ll, wrote=wrote, kernel_cpu_s=kernel_cpu,
-                              process_cpu_s=time.process_time() - cpu0)
+    stats = _shard_stats(proc, results, times, worker, backend, clock, doc_ll,
+                         (pulled, pushed), wrote, time.process_time() - cpu0)
     if done < spec.stop_clock and alpha_due(done, cfg.optimize_alpha_every, cfg.alpha_burn_in):
-        stats["alpha_hist"] = _hist_stats(st.doc_ptr, st.z, cfg.n_topics)
+        for st in proc.shards:
+            stats[st.index]["alpha_hist"] = _hist_stats(st.doc_ptr, st.z, cfg.n_topics)
     return stats
 
 
-def _final_checkpoint(spec: GroupSpec, states: list[_ShardState], clock: int) -> None:
+def _shard_stats(proc: _ProcessState, results: list[tuple[Any, float]], times: dict,
+                 worker: str, backend: str, clock: int, doc_ll: dict[int, float],
+                 moved: tuple[int, int], wrote: list[int] | None,
+                 process_cpu: float) -> dict[int, ShardClockStats]:
+    """Each shard's share of its thread's clock (by tokens; its busy time ends when the
+    process's does), so sums over a worker's shards are its threads' times; the bytes moved
+    and the process's CPU go to the lead shard.
+    """
+    out = {}
+    for part, (res, kcpu) in zip(proc.threads, results, strict=True):
+        n = max(1, part.hi - part.lo)
+        for st in part.shards:
+            f = (st.hi - st.lo) / n
+            t = times
+            waited = t["end"] - f * (t["end"] - t["waited"])
+            shifted = {"start": waited - (t["waited"] - t["start"]), "waited": waited,
+                       "end": t["end"]}
+            for k in ("pull", "sweep", "ll", "push"):
+                shifted[k] = waited + f * (t[k] - t["waited"])
+            lead = st is proc.shards[0]
+            share = SimpleNamespace(n_tokens=st.hi - st.lo, seconds=res.seconds * f,
+                                    accept_rate=res.accept_rate)
+            out[st.index] = shard_clock_stats(
+                shard=st.index, worker=worker, backend=backend, clock=clock, res=share,
+                times=shifted, pulled=moved[0] if lead else 0, pushed=moved[1] if lead else 0,
+                doc_ll=doc_ll[st.index], wrote=wrote, kernel_cpu_s=kcpu * f,
+                process_cpu_s=process_cpu if lead else 0.0)
+    return out
+
+
+def _final_checkpoint(spec: GroupSpec, states: list[Any], clock: int) -> None:
     """Stopped early (the driver's stop rule): make the last state resumable too."""
     if spec.checkpoint_url and spec.checkpoint_every > 0 and clock < spec.stop_clock:
         for st in states:

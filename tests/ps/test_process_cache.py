@@ -1,0 +1,78 @@
+"""One cache per worker process: two processes of several shards each stay exact under BSP
+(each cache = the table after the previous clock, plus its own moves), a pull's reply holds only
+the other process's changes, and the table's log is trimmed by what the lead received (the
+process's other shards never pull)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from biglda.ps import ProcessCache, TableShard
+from biglda.ps._kernels import add_coo
+from biglda.ps.calls import InProcess
+from biglda.ps.client import TableClient
+from biglda.ps.sizing import row_bounds
+
+K = 4
+
+
+def _moves(rng, cache: ProcessCache, n: int) -> tuple[np.ndarray, ...]:
+    w = rng.choice(cache.n_local, min(n, cache.n_local), replace=False)
+    t_from = cache.n_wk[w].argmax(1)
+    ok = cache.n_wk[w, t_from] > 0
+    w, t_from = w[ok], t_from[ok]
+    t_to = rng.integers(0, K, len(w))
+    flat = np.concatenate([w * K + t_from, w * K + t_to])
+    cnt = np.concatenate([-np.ones(len(w)), np.ones(len(w))])
+    uniq, inv = np.unique(flat, return_inverse=True)
+    summed = np.bincount(inv, weights=cnt).astype(np.int32)
+    keep = summed != 0
+    words = (uniq[keep] // K).astype(np.int32)
+    topics = (uniq[keep] % K).astype(np.int32)
+    dk = np.zeros(K, dtype=np.int64)
+    np.add.at(dk, topics, summed[keep])
+    return words, topics, summed[keep], dk
+
+
+def test_process_caches_are_exact_and_trim_the_log():
+    rng = np.random.default_rng(3)
+    n_words, n_parts, groups = 30, 2, [[0, 1, 2], [3, 4]]
+    bounds = row_bounds(n_words, n_parts)
+    actors = [TableShard(a, int(bounds[a]), int(bounds[a + 1]), K, 5, 0.1)
+              for a in range(n_parts)]
+    tables = TableClient(tuple(InProcess(a) for a in actors), bounds)
+    caches, truth = [], np.zeros((n_words, K), dtype=np.int64)
+    for members in groups:
+        tokens = rng.integers(0, n_words, 50).astype(np.int32)
+        cache = ProcessCache(members[0], members, tokens, bounds, K)
+        init = np.zeros((cache.n_local, K), dtype=np.int32)
+        np.add.at(init, (cache.tokens, rng.integers(0, K, len(tokens))), 1)
+        cache.push_counts(tables, -1, init, 5.0)
+        cache.push_members(tables, -1, 5.0, log=False)
+        truth[cache.vocab] += init
+        caches.append(cache)
+    for clock in range(6):
+        for cache in caches:
+            if clock == 0:
+                cache.attach(tables, clock - 1, 5.0)
+            else:
+                cache.refresh(tables, clock - 1, 5.0)
+            # BSP: the cache is the table after the previous clock
+            np.testing.assert_array_equal(cache.n_wk, truth[cache.vocab])
+            assert cache.n_k.sum() == truth.sum()
+        for cache in caches:
+            # two "threads": one sweeps on the cache, one on a copy merged in after
+            words, topics, counts, dk = _moves(rng, cache, 6)
+            add_coo(cache.n_wk, words.astype(np.int64), topics, counts)
+            cache.n_k += dk
+            other = _moves(rng, cache, 6)
+            cache.merge_in([other])
+            cache.push_all(tables, clock, [(words, topics, counts, dk), other], 5.0)
+            for w, t, c, _ in [(words, topics, counts, dk), other]:
+                np.add.at(truth, (cache.vocab[w], t), c)
+    # every shard's clock advanced; the log keeps at most the last clocks, not all of them
+    for a in actors:
+        info = a.info()
+        assert info["applied"] == [5] * 5
+        assert info["log_entries"] <= 2 * 5
+        assert info["pulls"] == 2 * 5  # one pull per process per clock (after the attach)
