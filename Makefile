@@ -19,7 +19,9 @@ demo: $(STAMP)
 # The whole test suite (slow tests excluded; GPU tests skip themselves without a GPU).
 test: $(STAMP)
 	$(PY) -m ruff check biglda tests dashboards pipelines datasets
+	$(PY) -m mypy
 	$(PY) -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(PY) -m ruff check biglda tests dashboards pipelines datasets
+	$(PY) -m mypy

@@ -78,7 +78,8 @@ def report(res: dict[str, dict]) -> list[str]:
               f"- 2 processes vs 1, tokens/s: {ratio('2x1', '1x1', 'tokens_per_s')} "
               "(target >= 1.8x)"]
     if "1x1" in res and "1x2" in res:
-        lines.append(f"- LL/token after the last iteration: 1x1 {res['1x1']['ll_per_token'][-1]:.4f}"
+        lines.append("- LL/token after the last iteration: "
+                     f"1x1 {res['1x1']['ll_per_token'][-1]:.4f}"
                      f", 1x2 {res['1x2']['ll_per_token'][-1]:.4f}")
     return lines
 

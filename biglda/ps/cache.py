@@ -61,6 +61,7 @@ class ShardCache:
 
     @property
     def n_local(self) -> int:
+        """Return the number of words this cache holds rows of (its local vocabulary)."""
         return len(self.vocab)
 
     def _by_table_shard(self, words: np.ndarray, *arrays: np.ndarray) -> list[tuple]:
@@ -123,8 +124,11 @@ class ShardCache:
     def refresh(self, tables: TableClient, upto: int, timeout: float) -> int:
         """Add other shards' deltas of clocks up to ``upto`` not received yet; return bytes."""
         got = 0
+        have = [r for r in self.received if r is not None]
+        if len(have) != len(self.received):
+            raise AssertionError(f"shard {self.shard}: refresh before attach")
         for a, (received, words, topics, counts, dk) in enumerate(
-                tables.pull(self.shard, self.received, upto, timeout)):
+                tables.pull(self.shard, have, upto, timeout)):
             if len(words):
                 local = np.searchsorted(self.vocab, words)
                 add_coo(self.n_wk, local, topics, counts)

@@ -17,7 +17,7 @@ spec) and works on any process of the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,9 +77,11 @@ class TableClient:
 
     def attach(self, shard: int, vocab_parts: Sequence[np.ndarray], upto: int, timeout: float,
                members: Sequence[int] = ()) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Register shard ``shard``'s vocabulary (one part per table shard, global ids) and get
-        its rows as of clock ``upto``: ``(rows, n_k part, received)`` per table shard.
-        ``members``: the other shards it reads for (a process cache).
+        """Register shard ``shard``'s vocabulary and get its rows as of clock ``upto``.
+
+        The vocabulary comes as one part per table shard (global ids); the rows come as
+        ``(rows, n_k part, received)`` per table shard. ``members``: the other shards it reads
+        for (a process cache).
         """
         members = tuple(int(m) for m in members)
         futs = [actor.attach(shard, words, upto, members)
@@ -142,7 +144,8 @@ class ClockClient:
             if answer is not ClockAnswer.WAIT:
                 return ClockAnswer(answer)
 
-    def tick(self, shard: int, completed: int, stats: dict | None, timeout: float) -> None:
+    def tick(self, shard: int, completed: int, stats: Mapping[str, Any] | None,
+             timeout: float) -> None:
         """Report that shard ``shard`` finished ``completed`` sweeps (its pushes are done).
 
         ``stats`` go to the mailbox as its statistics of clock ``completed - 1``.

@@ -49,8 +49,9 @@ class ProcessCache(ShardCache):
 
     def push_all(self, tables: TableClient, clock: int,
                  deltas: Sequence[tuple[np.ndarray, ...]], timeout: float) -> int:
-        """Push the process's delta of ``clock`` (the sum of ``deltas``, local ids) under the
-        lead, and an empty one for every other shard; return bytes sent.
+        """Push the process's delta of ``clock`` under the lead; return bytes sent.
+
+        The delta is the sum of ``deltas`` (local ids); every other shard pushes an empty one.
         """
         parts = [d for d in deltas if len(d[0])]
         if len(parts) == 1:
@@ -67,7 +68,7 @@ class ProcessCache(ShardCache):
 
     def push_members(self, tables: TableClient, clock: int, timeout: float,
                      log: bool = True) -> None:
-        """The other shards' (empty) pushes of ``clock``: their clocks advance on the table."""
+        """Push the other shards' (empty) deltas of ``clock``: their clocks advance on the table."""
         empty = [(_EMPTY, _EMPTY, _EMPTY)] * tables.n_parts
         for m in self.members:
             tables.push(m, clock, empty, timeout, log=log)

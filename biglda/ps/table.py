@@ -283,7 +283,7 @@ class TableShard:
         return out, n_k, received
 
     def _share_received(self, shard: int) -> None:
-        """A process cache's other shards have what its reader has, and all of its own."""
+        """Give a process cache's other shards what its reader has, and all of its own."""
         members = self._members.get(shard)
         if members is not None and len(members):
             self._received[members] = self._received[shard]

@@ -9,6 +9,7 @@ The records carry it, so a resumed or recovered run continues with it
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ def alpha_due(done: int, every: int, burn_in: int) -> bool:
     return every > 0 and done >= max(burn_in, 1) and done % every == 0
 
 
-def alpha_from_history(history: list[dict], cfg: TrainConfig) -> np.ndarray:
+def alpha_from_history(history: Sequence[Mapping[str, Any]], cfg: TrainConfig) -> np.ndarray:
     """Return the alpha in force after the records ``history``.
 
     That is the newest record's ``alpha`` (an optimization at clock ``c`` is in the record of

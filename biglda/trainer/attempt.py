@@ -32,8 +32,11 @@ from biglda.trainer.config import TrainConfig
 from biglda.trainer.metrics import (
     ClockFrame,
     IterationRecord,
+    OnRecord,
     Rebalance,
+    Record,
     Recovery,
+    ShardClockStats,
     busy_by_worker,
     iteration_record,
 )
@@ -54,15 +57,16 @@ log = logging.getLogger("biglda.train")
 
 @dataclass
 class TrainResult:
-    """What :func:`biglda.trainer.run.run_training` leaves: the final state and the evidence
-    of how it ran.
+    """What :func:`biglda.trainer.run.run_training` leaves.
+
+    The final state and the evidence of how it ran.
     """
 
     z: dict[int, np.ndarray]           # final z of every shard
     shards: list[Any]                  # the shard plan (biglda.corpus Shard)
     n_wk: np.ndarray                   # the parameter server's table after the run
     n_k: np.ndarray
-    history: list[dict]                # one metrics record per iteration
+    history: list[Record]              # one metrics record per iteration
     starts: list[tuple[int, int, float, int]]  # (shard, clock, time, min completed clock)
     ticks: list[tuple[int, int, float]]        # (shard, completed clocks, time)
     ps_info: list[dict]
@@ -82,7 +86,7 @@ class RunState:
     stop_clock: int
     resume_attrs: dict | None
     first_slot: int
-    history: list[dict]
+    history: list[Record]
     ck_read: str | None
     stop_reason: str = "iterations"
     clock: int = 0                      # the clock the driver waits for
@@ -106,7 +110,7 @@ class Run:
     shards: list[Any]
     ck_url: str | None
     run_id: str
-    emit: Callable[[dict], None]
+    emit: OnRecord
     interrupted: Any                    # biglda.trainer.cluster.InterruptFlag
 
 
@@ -181,7 +185,8 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
     ps = start_parameter_server(run.client, corpus.n_words, cfg.n_topics, n_shards, cfg.beta,
                                 cfg.staleness, workers, start_clock=st.start_clock,
                                 timeout=cfg.call_timeout)
-    alpha = alpha_from_history(st.history, cfg)  # (a resumed or recovered run: its optimized one)
+    # a resumed or recovered run starts with its optimized alpha
+    alpha = alpha_from_history(st.history, cfg)
     # The throughput balance: measure clocks start+1 .. start+balance_after-1 (the first clock
     # compiles kernels and fills the caches, so it is left out when there is another), then at
     # start+balance_after, a checkpoint every shard writes for it, place the shards in
@@ -191,7 +196,8 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
             and bal_clock < st.stop_clock):
         bal_clock = -1
     worker_cfg = cfg.for_workers()
-    futures, addrs = [], []
+    futures: list[Any] = []
+    addrs: list[str] = []
     for addr, threads in by_process(groups):
         members = [s for t in threads for s in t]
         spec = GroupSpec(
@@ -225,8 +231,9 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
 
 
 def _drive(run: Run, st: RunState, at: _Attempt, poll: float = 2.0) -> RebalancePlan | None:
-    """Wait for every clock's stats and make its record, until the stop clock (None) or a
-    rebalance (its plan).
+    """Wait for every clock's stats and make its record, until the stop clock or a rebalance.
+
+    Returns None at the stop clock, the plan at a rebalance.
     """
     cfg = run.cfg
 
@@ -254,10 +261,11 @@ def _drive(run: Run, st: RunState, at: _Attempt, poll: float = 2.0) -> Rebalance
     return None
 
 
-def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, dict],
+def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, ShardClockStats],
               watch: Callable[[], None]) -> IterationRecord:
-    """The record of clock ``at.c``: log-likelihood, alpha, stragglers, top words, and the
-    checkpoint committed with it.
+    """Return the record of clock ``at.c``.
+
+    Its log-likelihood, alpha, stragglers, top words, and the checkpoint committed with it.
     """
     from biglda.samplers import word_loglik_topics
 
@@ -295,15 +303,17 @@ def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, dict],
     if cfg.top_words_every and ((c + 1) % cfg.top_words_every == 0 or c + 1 == at.stop_clock):
         rec["top_words"] = _top_words(at.ps, corpus.vocab, 10, cfg.call_timeout)
     at.t_prev = max(r["t_end"] for r in rows)
-    rec["checkpoint"] = ckpt.commit_after_clock(run.ck_url, stats, c, st.history, rec,
-                                                len(run.shards), st.known_missing)
+    rec["checkpoint"] = ckpt.commit_after_clock(run.ck_url, stats, c,
+                                                st.history, rec, len(run.shards),
+                                                st.known_missing)
     return rec
 
 
 def _after_clock(run: Run, st: RunState, at: _Attempt, rec: IterationRecord
                  ) -> RebalancePlan | None:
-    """The stop rules, the throughput balance and the straggler rebalance after a clock
-    (``at.c`` is the number of clocks done).
+    """Apply the stop rules, the throughput balance and the straggler rebalance after a clock.
+
+    ``at.c`` is the number of clocks done.
     """
     cfg, c = run.cfg, at.c
     reason = "interrupted" if run.interrupted.set else \
@@ -350,7 +360,7 @@ def _finish(run: Run, st: RunState, at: _Attempt, results: list[Any]) -> TrainRe
                        stop_reason=st.stop_reason, alpha=at.alpha)
 
 
-def _stop_reason(cfg: TrainConfig, history: list[dict], elapsed: float) -> str | None:
+def _stop_reason(cfg: TrainConfig, history: list[Record], elapsed: float) -> str | None:
     if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
         return "max_seconds"
     if cfg.tol is not None and len(history) >= 2:

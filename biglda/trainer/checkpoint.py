@@ -194,7 +194,7 @@ def checked_history(history: History, clock: int, where: str) -> list[Record]:
 
 
 
-def commit_after_clock(ck_url: str | None, stats: dict[int, dict], c: int,
+def commit_after_clock(ck_url: str | None, stats: Mapping[int, Mapping[str, Any]], c: int,
                        history: History, rec: Record, n_shards: int | None = None,
                        known_missing: frozenset[int] = frozenset()) -> int | None:
     """Commit the checkpoint of clock ``c + 1`` once every shard reported writing it.

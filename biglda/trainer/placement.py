@@ -32,8 +32,10 @@ Slots = list[tuple[str, int, int]]  # (address, nthreads, memory_limit) of every
 
 def plan_cluster(client: Any, corpus: Any, cfg: TrainConfig, log_choice: bool = False
                  ) -> tuple[Slots, list[Any], dict[str, str]]:
-    """Workers ``(address, nthreads, memory_limit)``, the shard plan and the backend of each
-    worker; checks the table fits and that every worker can run its backend.
+    """Return the workers, the shard plan and the backend of each worker.
+
+    Workers are ``(address, nthreads, memory_limit)``. Checks the table fits and that every
+    worker can run its backend.
 
     Shards: ``cfg.n_shards``, else one per worker thread, or ``shards_per_worker`` per thread
     when the job is balanced by throughput (:func:`balancing`), so there are shards to move.
@@ -50,10 +52,11 @@ def plan_cluster(client: Any, corpus: Any, cfg: TrainConfig, log_choice: bool = 
 
 def plan_backends(client: Any, cfg: TrainConfig, workers: list[str],
                   log_choice: bool = False) -> dict[str, str]:
-    """``{worker: "cpu" | "gpu"}``: what each worker will run (its task decides the same way,
-    :func:`biglda.trainer.worker.worker_backend`). Asks the workers for their GPU status unless
-    every request is "cpu"; "gpu" on a worker without a usable GPU is a ConfigError naming
-    the worker and the cause. Logs the choice of "auto".
+    """Return ``{worker: "cpu" | "gpu"}``: what each worker will run.
+
+    Its task decides the same way (:func:`biglda.trainer.worker.worker_backend`). Asks the
+    workers for their GPU status unless every request is "cpu"; "gpu" on a worker without a
+    usable GPU is a ConfigError naming the worker and the cause. Logs the choice of "auto".
     """
     requested = {w: cfg.worker_backends.get(w, cfg.backend) for w in workers}
     if all(b == "cpu" for b in requested.values()):
@@ -78,8 +81,10 @@ def plan_backends(client: Any, cfg: TrainConfig, workers: list[str],
 
 
 def balancing(cfg: TrainConfig, backends: dict[str, str]) -> bool:
-    """Whether shards are balanced by measured throughput: ``balance="throughput"``, or
-    ``"auto"`` and the workers run different backends (a GPU and CPU job).
+    """Return whether shards are balanced by measured throughput.
+
+    They are with ``balance="throughput"``, or ``"auto"`` and the workers run different
+    backends (a GPU and CPU job).
     """
     if cfg.balance == "auto":
         return len(set(backends.values())) > 1
@@ -89,6 +94,7 @@ def balancing(cfg: TrainConfig, backends: dict[str, str]) -> bool:
 
 def check_fits(corpus: Any, cfg: TrainConfig, slots: Slots,
                 shards: list[Any], max_per_worker: int | None = None) -> None:
+    """Raise :class:`ConfigError` if a table shard plus the workers' shard caches cannot fit."""
     # Each worker caches at most min(V, its tokens) rows per shard it holds.
     per_worker_cache = max(min(corpus.n_words, s.n_tokens) for s in shards) * \
         (max_per_worker or -(-len(shards) // len(slots)))
@@ -120,8 +126,9 @@ def plan_groups(shards: list[Any], slots: Slots,
 
 
 def by_process(groups: list[tuple[str, list]]) -> list[tuple[str, list[list]]]:
-    """:func:`plan_groups`' (worker, thread) groups gathered per worker process: one task per
-    process sweeps them with one thread per group over one process cache.
+    """Gather :func:`plan_groups`' (worker, thread) groups per worker process.
+
+    One task per process sweeps them with one thread per group over one process cache.
     """
     out: dict[str, list[list]] = {}
     for addr, members in groups:
@@ -173,7 +180,7 @@ def balance_shards(throughputs, shard_tokens) -> list[int]:
 
 def plan_rebalance(shard_tokens: dict[int, int], placement: dict[int, str],
                    rates: dict[str, float], min_gain: float = 0.1) -> dict[int, str] | None:
-    """A new ``shard -> worker`` placement in proportion to the workers' throughput, or None.
+    """Return a ``shard -> worker`` placement in proportion to the workers' throughput, or None.
 
     ``shard_tokens``: tokens of every shard; ``placement``: where each shard is now;
     ``rates``: measured tokens/s of the workers that hold shards (only they are placed again:
@@ -202,7 +209,8 @@ def plan_rebalance(shard_tokens: dict[int, int], placement: dict[int, str],
 
 
 
-def find_stragglers(rows: list[ShardClockStats], factor: float, min_excess_s: float = 0.05) -> list[str]:
+def find_stragglers(rows: list[ShardClockStats], factor: float,
+                    min_excess_s: float = 0.05) -> list[str]:
     """Workers whose sampling of one clock took ``factor`` x longer per token than the others.
 
     ``rows``: the shards' statistics of one clock. A worker's time is its shards' clock time
@@ -237,6 +245,7 @@ class StragglerWatch:
         self.window: deque[dict[str, list[float]]] = deque(maxlen=max(1, self.after))
 
     def update(self, rows: list[ShardClockStats], stragglers: list[str]) -> list[str]:
+        """Record one clock; return the workers stragglers for ``after`` clocks in a row."""
         busy = busy_by_worker(rows)
         self.window.append(busy)
         self.streak = {w: self.streak.get(w, 0) + 1 for w in stragglers}
@@ -245,6 +254,7 @@ class StragglerWatch:
         return sorted(w for w, n in self.streak.items() if n >= self.after)
 
     def rates(self) -> dict[str, float]:
+        """Return tokens per busy second of each worker over the last ``after`` clocks."""
         total: dict[str, list[float]] = {}
         for busy in self.window:
             for w, (s, n) in busy.items():
@@ -256,6 +266,7 @@ class StragglerWatch:
 
 
 def shards_by_worker(placement: dict[int, str]) -> dict[str, list[int]]:
+    """Invert ``placement`` (shard -> worker) to each worker's shards, in shard order."""
     out: dict[str, list[int]] = {}
     for s, w in sorted(placement.items()):
         out.setdefault(w, []).append(int(s))
@@ -265,9 +276,10 @@ def shards_by_worker(placement: dict[int, str]) -> dict[str, list[int]]:
 
 def throughput(window: dict[str, list[float]], slots: Slots
                 ) -> dict[str, float]:
-    """Tokens per second of each worker from ``{worker: [busy s, tokens]}`` summed over the
-    measured clocks: per thread (the busy time is summed over a worker's threads), times its
-    threads.
+    """Return tokens per second of each worker from ``{worker: [busy s, tokens]}``.
+
+    The window is summed over the measured clocks: per thread (the busy time is summed over a
+    worker's threads), times its threads.
     """
     threads = {a: max(1, t) for a, t, _ in slots}
     return {w: n / max(s, 1e-9) * threads.get(w, 1) for w, (s, n) in window.items()}
@@ -276,8 +288,10 @@ def throughput(window: dict[str, list[float]], slots: Slots
 
 @dataclass(frozen=True)
 class RebalancePlan:
-    """The outcome of :func:`propose_rebalance`: move to ``assignment`` (shard -> worker) by a
-    restart of every shard from the checkpoint of ``event.clock``.
+    """The outcome of :func:`propose_rebalance`.
+
+    Move to ``assignment`` (shard -> worker) by a restart of every shard from the checkpoint of
+    ``event.clock``.
     """
 
     event: Rebalance
@@ -287,11 +301,11 @@ class RebalancePlan:
 def propose_rebalance(corpus: Any, cfg: TrainConfig, shards: list[Any], slots: Slots,
                       placement: dict[int, str], rates: dict[str, float], slow: list[str],
                       c: int, reason: str = "straggler") -> RebalancePlan | None:
-    """A :class:`RebalancePlan` when a placement by measured throughput gains enough, else None.
+    """Return a :class:`RebalancePlan` when a placement by measured throughput gains enough.
 
-    ``rates``: tokens per second of each worker. Called only at a clock ``c`` whose
-    checkpoint was just committed, so the restart loses no work. A plan whose caches would
-    not fit the workers' memory is not used.
+    None when it does not. ``rates``: tokens per second of each worker. Called only at a clock
+    ``c`` whose checkpoint was just committed, so the restart loses no work. A plan whose caches
+    would not fit the workers' memory is not used.
     """
     min_gain = cfg.balance_min_gain if reason == "throughput" else 0.1
     new = plan_rebalance({s.index: s.n_tokens for s in shards}, placement, rates,

@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from biglda.errors import ClusterError
@@ -49,14 +48,14 @@ from biglda.trainer.cluster import (
     worker_slots,
 )
 from biglda.trainer.config import TrainConfig
-from biglda.trainer.metrics import Emitter, Rebalance, Recovery
+from biglda.trainer.metrics import Emitter, OnRecord, Rebalance, Recovery
 from biglda.trainer.placement import RebalancePlan, Slots, balancing, check_fits, plan_cluster
 
 log = logging.getLogger("biglda.train")
 
 
 def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None = None,
-                 on_record: list[Callable[[dict], None]] | None = None,
+                 on_record: list[OnRecord] | None = None,
                  run_id: str | None = None) -> TrainResult:
     """Run the distributed sampler on a connected client; see the module docstring.
 
@@ -107,8 +106,10 @@ def run_training(client: Any, corpus: Any, cfg: TrainConfig, *, out: str | None 
 
 def _open_run(corpus: Any, cfg: TrainConfig, shards: list[Any], out: str | None,
               ck_url: str | None) -> tuple[RunState, str | None]:
-    """The first attempt's state: a fresh checkpoint store, or the resumed one's clock,
-    history and slot. Returns it with the checkpoint URL this run writes (None: none).
+    """Return the first attempt's state and the checkpoint URL this run writes (None: none).
+
+    The state is that of a fresh checkpoint store, or the resumed one's clock, history and
+    slot.
     """
     from biglda.samplers import z_dtype
 
@@ -172,8 +173,9 @@ def _restart_for_rebalance(run: Run, st: RunState, plan: RebalancePlan,
 
 def _recover(run: Run, st: RunState, slots: Slots, lost: list[str], error: str,
              n_workers: int, initial: tuple, recoveries: list[Recovery]) -> Slots:
-    """Roll every shard back to the latest committed checkpoint on the live workers; return
-    the workers of the next attempt.
+    """Roll every shard back to the latest committed checkpoint on the live workers.
+
+    Returns the workers of the next attempt.
     """
     cfg, client, corpus = run.cfg, run.client, run.corpus
     t_fail = st.t_fail  # set by run_attempt when it saw the failure

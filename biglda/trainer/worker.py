@@ -41,8 +41,9 @@ from biglda.trainer.metrics import ShardClockStats, shard_clock_stats
 
 @dataclass(frozen=True)
 class GroupSpec:
-    """Everything a worker task needs: the run's settings and where this attempt stands
-    (picklable: actors pickle as handles).
+    """Everything a worker task needs: the run's settings and where this attempt stands.
+
+    Picklable: actors pickle as handles.
     """
 
     cfg: TrainConfig                 # the run's settings (TrainConfig.for_workers)
@@ -63,7 +64,10 @@ class GroupSpec:
 
 
 def gpu_probe() -> dict[str, Any]:
-    """This process's :func:`biglda.samplers.backends.gpu_status` as a dict (``client.run``)."""
+    """Return the process's :func:`biglda.samplers.backends.gpu_status` as a dict.
+
+    Called on every worker by ``client.run``.
+    """
     from biglda.samplers.backends import gpu_status
 
     s = gpu_status()
@@ -72,7 +76,7 @@ def gpu_probe() -> dict[str, Any]:
 
 
 def worker_backend(spec: GroupSpec, worker: str) -> str:
-    """The backend this worker runs: its override, else the run's request, resolved here.
+    """Return the backend this worker runs: its override, else the run's request, resolved here.
 
     ``gpu`` on a worker without a usable GPU is a ConfigError naming the worker and the cause.
     """
@@ -93,7 +97,7 @@ def _make_sampler(spec: GroupSpec, backend: str) -> Any:
 
 
 def _hist_stats(doc_ptr: np.ndarray, z: np.ndarray, n_topics: int) -> list[np.ndarray]:
-    """This shard's ``[count_hist, length_hist]`` trimmed to the last non-zero column."""
+    """Return the shard's ``[count_hist, length_hist]`` trimmed to the last non-zero column."""
     from biglda.samplers.hyper import histograms_from_z
 
     ch, lh = histograms_from_z(doc_ptr, z, n_topics)
@@ -105,9 +109,11 @@ def _hist_stats(doc_ptr: np.ndarray, z: np.ndarray, n_topics: int) -> list[np.nd
 
 def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray
            ) -> np.ndarray | ClockAnswer:
-    """The alpha to sweep ``clock`` with: the newest published one. Under BSP, at the clock
-    right after an optimization, wait until the driver published exactly that one (so a seed and
-    layout give the same run). ``ABORT`` / ``STOP``: the run was aborted / stops.
+    """Return the alpha to sweep ``clock`` with: the newest published one.
+
+    Under BSP, at the clock right after an optimization, wait until the driver published
+    exactly that one (so a seed and layout give the same run). ``ABORT`` / ``STOP``: the run
+    was aborted / stops.
     """
     need = (spec.cfg.staleness == 0 and clock > spec.start_clock
             and alpha_due(clock, spec.cfg.optimize_alpha_every, spec.cfg.alpha_burn_in))
@@ -121,8 +127,10 @@ def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray
 
 
 class _ShardState:
-    """One shard of the process: where its tokens sit in the process's arrays, its ``z``
-    (a view of the process's), documents and checkpoint slot.
+    """One shard of the process.
+
+    Where its tokens sit in the process's arrays, its ``z`` (a view of the process's),
+    documents and checkpoint slot.
     """
 
     def __init__(self, shard: Any, lo: int, doc_ptr: np.ndarray, slot: int) -> None:
@@ -135,8 +143,9 @@ class _ShardState:
 
 
 class _ProcessState:
-    """Every shard this worker process holds, one :class:`biglda.ps.ProcessCache` over them,
-    and the shards each sampling thread sweeps (one sweep per thread per clock over its
+    """Every shard this worker process holds and one :class:`biglda.ps.ProcessCache` over them.
+
+    Also the shards each sampling thread sweeps (one sweep per thread per clock over its
     shards' documents, concatenated).
     """
 
@@ -161,6 +170,8 @@ class _ProcessState:
         self.z = np.zeros(lo, dtype=z_dtype(spec.cfg.n_topics))
         for st in self.shards:
             if spec.resume_attrs is not None:
+                if spec.checkpoint_url is None:
+                    raise AssertionError("resume_attrs come from a checkpoint: it has a URL")
                 self.z[st.lo:st.hi] = ckpt.read_z(spec.checkpoint_url, spec.resume_attrs,
                                                   st.shard.token_start, st.shard.token_stop)
             else:
@@ -188,8 +199,9 @@ class _ThreadPart:
 
 
 def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
-    """Sweep this worker process's shards from ``start_clock`` to the stop clock with its
-    threads; return their final ``z``.
+    """Sweep this worker process's shards from ``start_clock`` to the stop clock.
+
+    Its threads do the sweeps; returns the shards' final ``z``.
     """
     from distributed import get_worker
 
@@ -251,9 +263,10 @@ def _push_recounts(spec: GroupSpec, proc: _ProcessState, worker: str, backend: s
 
 def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
                    clock: int, alpha: np.ndarray) -> list[tuple[Any, float]]:
-    """One sweep per thread, concurrently: the first on the process cache itself, the others
-    on copies of it taken before any starts (their deltas are added after: AD-LDA within a
-    process). Returns each thread's ``(SweepResult, thread CPU s)``.
+    """Run one sweep per thread, concurrently; return each thread's ``(SweepResult, CPU s)``.
+
+    The first sweeps the process cache itself, the others copies of it taken before any starts
+    (their deltas are added after: AD-LDA within a process). The CPU time is the thread's.
     """
     from biglda.samplers import RandomKey
 
@@ -279,8 +292,9 @@ def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], po
 def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
                  clock: int, alpha: np.ndarray, worker: str, backend: str, t0: float,
                  cpu0: float) -> dict[int, ShardClockStats]:
-    """Pull, sweep, log-likelihood, push and checkpoint of the process's ``clock`` (the wait is
-    done: it began at ``t0``); the stats of every shard.
+    """Pull, sweep, log-likelihood, push and checkpoint the process's ``clock``.
+
+    The wait is done (it began at ``t0``). Returns the stats of every shard.
     """
     from biglda.samplers import doc_loglik
 
@@ -333,9 +347,10 @@ def _shard_stats(proc: _ProcessState, results: list[tuple[Any, float]], times: d
                  worker: str, backend: str, clock: int, doc_ll: dict[int, float],
                  moved: tuple[int, int], wrote: list[int] | None,
                  process_cpu: float) -> dict[int, ShardClockStats]:
-    """Each shard's share of its thread's clock (by tokens; its busy time ends when the
-    process's does), so sums over a worker's shards are its threads' times; the bytes moved
-    and the process's CPU go to the lead shard.
+    """Return each shard's share of its thread's clock, by tokens.
+
+    Its busy time ends when the process's does, so sums over a worker's shards are its
+    threads' times; the bytes moved and the process's CPU go to the lead shard.
     """
     out = {}
     for part, (res, kcpu) in zip(proc.threads, results, strict=True):
@@ -360,7 +375,7 @@ def _shard_stats(proc: _ProcessState, results: list[tuple[Any, float]], times: d
 
 
 def _final_checkpoint(spec: GroupSpec, states: list[Any], clock: int) -> None:
-    """Stopped early (the driver's stop rule): make the last state resumable too."""
+    """Make the last state resumable too when stopped early (the driver's stop rule)."""
     if spec.checkpoint_url and spec.checkpoint_every > 0 and clock < spec.stop_clock:
         for st in states:
             if clock % spec.checkpoint_every:

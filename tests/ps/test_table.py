@@ -90,7 +90,7 @@ def test_attach_excludes_deltas_after_the_clock_asked_for():
     rows, nk, received = ps.attach(1, np.arange(0, 20, 3), -1)
     np.testing.assert_array_equal(rows, table0[0:20:3])
     np.testing.assert_array_equal(nk, table0.sum(0))
-    _, w, t, c, _ = ps.pull(1, received, 0)  # and the clock-0 delta comes with the next pull
+    _, w, _t, _c, _ = ps.pull(1, received, 0)  # and the clock-0 delta comes with the next pull
     assert len(w) > 0 and set(np.unique(w)) <= set(range(0, 20, 3))
 
 

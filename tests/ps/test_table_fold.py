@@ -139,7 +139,7 @@ def _cost_of_one_pull(n_writers: int) -> tuple[dict, int, int]:
                 counts)
     before = ps.info()
     got = np.full(n_writers, -1, np.int64)
-    received, words, topics, counts, dk = ps.pull(0, got, 0)
+    received, words, topics, counts, _dk = ps.pull(0, got, 0)
     after = ps.info()
     assert received.tolist() == [0] * n_writers
     work = {k: after[k] - before[k] for k in after if k.startswith("pull_")}

@@ -86,5 +86,5 @@ def test_stop_rules_end_every_shard_at_the_same_clock(local_cluster, synth_corpu
     assert r.stop_reason == next(iter(rule))
     # stopped early (how early depends on the sampler auto picks), every shard at one clock
     assert len(r.history) < 50 and len(set(r.clocks)) == 1 and r.clocks[0] == len(r.history)
-    n_wk, n_k, _ = recount(url, r)
+    n_wk, _n_k, _ = recount(url, r)
     np.testing.assert_array_equal(r.n_wk, n_wk)
