@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from biglda.cli._common import aligned
-from biglda.errors import BigLDAError, ConfigError
+from biglda.errors import ConfigError
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -67,52 +67,32 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_ingest)
 
 
-def _vocab_source(url: str) -> tuple[list[str], dict]:
-    """Return the vocabulary and tokenizer settings of a corpus.zarr or a model.zarr."""
-    # the corpus and model stacks (zarr, numba) load when a command runs, not for --help
-    from biglda.corpus.store import Corpus, is_corpus
-
-    if is_corpus(url):
-        c = Corpus.open(url)
-        return [str(w) for w in c.vocab.tolist()], dict(c.tokenizer or {})
-    from biglda.model import load
-
-    try:
-        m = load(url)
-    except BigLDAError:
-        raise BigLDAError(f"--vocab-from {url}: neither a biglda corpus nor a model") from None
-    return [str(w) for w in m.vocab.tolist()], dict(m.tokenizer_settings or {})
-
-
 def _cmd_ingest(args: argparse.Namespace) -> int:
     # the corpus stack (zarr, fsspec) loads when a command runs, not for --help
     from biglda.corpus.ingest import ingest
     from biglda.corpus.tokenizer import DEFAULT_TOKEN_PATTERN
 
-    vocabulary = None
-    lowercase, pattern = args.lowercase, args.token_pattern or DEFAULT_TOKEN_PATTERN
-    pretokenized, ngrams = args.pretokenized, args.ngrams
+    settings = dict(
+        lowercase=args.lowercase, token_pattern=args.token_pattern or DEFAULT_TOKEN_PATTERN,
+        pretokenized=args.pretokenized, ngrams=args.ngrams, vocabulary=None)
     if args.vocab_from:
-        # The source's words and tokenizer: the same text must give the same words.
-        vocabulary, tok = _vocab_source(args.vocab_from)
-        lowercase = bool(tok.get("lowercase", lowercase))
-        pattern = tok.get("token_pattern") or pattern
-        pretokenized = bool(tok.get("pretokenized", pretokenized))
-        ngrams = int(tok.get("ngrams", 1))
+        # the source's words and tokenizer: the same text must give the same words
+        from biglda.model.vocab_source import ingest_settings_from
+
+        settings = ingest_settings_from(args.vocab_from, **settings)
     stats = ingest(
-        args.inputs, args.out, format=args.format, lowercase=lowercase,
-        token_pattern=pattern, pretokenized=pretokenized, stopwords=args.stopwords,
+        args.inputs, args.out, format=args.format, stopwords=args.stopwords,
         min_df=args.min_df, max_df=args.max_df, max_vocab=args.max_vocab,
         min_doc_length=args.min_doc_length, text_field=args.text_field,
         id_field=args.id_field, overwrite=args.overwrite, chunk_tokens=args.chunk_tokens,
-        jobs=args.jobs, vocabulary=vocabulary, ngrams=ngrams,
+        jobs=args.jobs, **settings,
     )
     if not args.quiet:
         seconds = sum(stats.seconds.values())
         print(f"wrote {stats.out}: {stats.n_docs:,} documents, {stats.n_tokens:,} tokens, "
               f"{stats.n_words:,} words ({stats.input_tokens:,} input tokens in {seconds:.1f}s, "
               f"{stats.words_per_s / 1e6:.2f} M/s; {stats.dropped_docs:,} documents dropped)")
-        if vocabulary is not None:
+        if settings["vocabulary"] is not None:
             share = stats.unknown_tokens / max(stats.input_tokens, 1)
             print(f"vocabulary of {args.vocab_from}: {stats.unknown_tokens:,} input tokens "
                   f"({share:.1%}) of words outside it dropped")
