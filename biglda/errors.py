@@ -60,3 +60,7 @@ class Interrupted(BigLDAError):
 
 class PipelineError(BigLDAError):
     """A pipeline file that cannot be read, or a stage that failed (one line)."""
+
+
+class ExportError(BigLDAError):
+    """An export that cannot be written (unwritable path, missing optional library)."""

@@ -10,20 +10,18 @@ the output path. Paths may be local or any fsspec URL.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 import logging
 import os
-import uuid
 from collections.abc import Callable
 from typing import IO, Any
 
 import numpy as np
 
-from biglda.errors import BigLDAError, ConfigError, OutputExistsError
-from biglda.io import split_url
+from biglda.errors import ConfigError, ExportError
+from biglda.io import write_atomic as io_write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -33,34 +31,14 @@ FORMATS = ("csv", "json", "npy", "parquet", "pyldavis")
 TABLES = ("top-words", "topic-word", "doc-topic")
 
 
-class ExportError(BigLDAError):
-    """An export that cannot be written (unwritable path, missing optional library)."""
-
-
 def write_atomic(out: str, write: Callable[[IO[bytes]], None], *, overwrite: bool) -> str:
-    """Call ``write(file)`` on a temporary sibling of ``out``, then move it to ``out``."""
-    out = os.fspath(out)
-    fs, path = split_url(out)
-    if fs.exists(path) and not overwrite:
-        raise OutputExistsError(f"output {out} already exists (use --overwrite to replace it)")
-    parent, _, name = path.rstrip("/").rpartition("/")
-    tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex[:8]}" if parent else f".{name}.tmp"
+    """Write ``out`` atomically (:func:`biglda.io.write_atomic`); an OSError is one line."""
     try:
-        if parent:
-            fs.makedirs(parent, exist_ok=True)
-        with fs.open(tmp, "wb") as f:
-            write(f)
-        fs.mv(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(Exception):
-            if fs.exists(tmp):
-                fs.rm(tmp)
-        if isinstance(exc, OSError):
-            reason = exc.strerror or type(exc).__name__
-            raise ExportError(f"cannot write {out}: {reason}") from None
-        raise
+        io_write_atomic(out, write, overwrite=overwrite)
+    except OSError as exc:
+        raise ExportError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
     log.info("wrote %s", out)
-    return out
+    return os.fspath(out)
 
 
 def _text(write_text: Callable[[IO[str]], object]) -> Callable[[IO[bytes]], None]:
