@@ -123,14 +123,21 @@ def test_throughput_balance_moves_tokens_off_a_slow_worker(local_cluster, synth_
     assert _tokens_of(plain, slow) == pytest.approx(half, rel=0.1)
     assert _tokens_of(bal, slow) < 0.5 * half                  # the assignment
     assert bal_its[-1]["tokens_per_worker"].get(slow, 0) < 0.5 * half
-    # the clock spread after the balance: the slow worker's sleeps no longer hold every clock
-    after = slice(3, 7)  # iterations 4..7, the same clocks of both runs
+    # the clock spread: the slow worker sleeps SLOW_S per shard it sweeps, so in the plain run
+    # (one shard each) its sleep holds every clock ...
+    after = slice(3, 7)  # iterations 4..7, after the balance's move
     spread_plain = float(np.median([x["clock_spread_s"] for x in plain_its[after]]))
-    spread_bal = float(np.median([x["clock_spread_s"] for x in bal_its[after]]))
-    assert spread_plain > 0.8 * SLOW_S            # the slow worker's sleep, every clock
-    # (one cache per process: the fast worker's 7 shards cost it one pull and one push, not 7,
-    # so what is left of the spread is mostly the sleep of the one shard the slow worker keeps)
-    assert spread_bal < 0.9 * spread_plain, (spread_bal, spread_plain)
+    assert spread_plain > 0.8 * SLOW_S
+    # ... and in the balanced run the spread of clocks 1..2 (4 shards each: 4 sleeps on the slow
+    # worker) falls once the move leaves it fewer shards. (Against the plain run's spread the
+    # gain would be only the fast worker's extra sweep work, which is timing noise on a loaded
+    # machine: CI failed on that comparison.)
+    spread_before = float(np.median([x["clock_spread_s"] for x in bal_its[0:2]]))
+    spread_after = float(np.median([x["clock_spread_s"] for x in bal_its[after]]))
+    kept = sum(1 for s in bal.shards if bal.placement[s.index] == slow)
+    assert spread_before > 0.8 * 4 * SLOW_S, spread_before
+    assert spread_after < 0.8 * spread_before, (spread_after, spread_before)
+    assert spread_after < (kept + 0.8) * SLOW_S, (spread_after, kept)
 
 
 def test_clock_spread_is_longest_minus_shortest_busy_time():
