@@ -12,8 +12,41 @@ from biglda.trainer.config import TrainConfig, parse_pairs, setting_of, settings
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Add ``train`` to ``sub``."""
+    """Add ``train`` and ``layout`` to ``sub``."""
     _add_train(sub)
+    _add_layout(sub)
+
+
+def _add_layout(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("layout", help="the embedded cluster's processes x threads: show or "
+                                      "measure",
+                       description="Say which layout (worker processes x sampling threads) "
+                                   "`biglda train` starts its embedded cluster with, and why. "
+                                   "--measure trains a short run on a synthetic corpus under "
+                                   "each candidate layout (about a minute) and keeps the "
+                                   "fastest for this machine.")
+    p.add_argument("--measure", action="store_true", help="measure the candidates and keep "
+                                                          "the fastest")
+    p.add_argument("--repeats", type=int, default=1, metavar="N",
+                   help="runs per layout, round by round (default 1)")
+    p.set_defaults(func=_cmd_layout)
+
+
+def _cmd_layout(args: argparse.Namespace) -> int:
+    from biglda.cli._common import check_positive
+    from biglda.trainer.layout import choose_layout, layout_file, measure_layouts
+
+    check_positive("--repeats", args.repeats)
+    if args.measure:
+        print("measuring: a short training per layout on a synthetic corpus ...", flush=True)
+        res = measure_layouts(repeats=args.repeats)
+        for name, rate in res["tokens_per_s"].items():
+            print(f"  {name} (processes x threads): {rate / 1e6:.2f} M tokens/s", flush=True)
+        print(f"kept in {layout_file()}")
+    choice = choose_layout(None, None)
+    assert choice is not None, "a CPU layout is always chosen"
+    print(f"layout: {choice.label()} ({choice.reason})")
+    return 0
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -98,6 +131,13 @@ class _TrainProgress:
             choice = rec.get("sampler_choice")
             if choice:
                 print(f"sampler auto: {choice['sampler']} ({choice['reason']})", flush=True)
+            layout = rec.get("layout")
+            if layout:
+                print(f"layout: {layout['processes']} process(es) x {layout['threads']} "
+                      f"thread(s) ({layout['reason']})", flush=True)
+            init = rec.get("init_choice")
+            if init and init.get("requested") == "auto":
+                print(f"init auto: {init['method']} ({init['reason']})", flush=True)
             for url in rec.get("pages") or []:
                 print(f"biglda page: {url}", flush=True)
             backends = rec.get("backends") or {}

@@ -210,6 +210,7 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
     """
     from biglda.trainer.cluster import connect, load_plugins
     from biglda.trainer.config import TrainConfig, validate
+    from biglda.trainer.layout import choose_layout
     from biglda.trainer.metrics import Emitter, end_record, start_record
     from biglda.trainer.placement import balancing, plan_cluster
 
@@ -224,21 +225,27 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
     run_id = uuid.uuid4().hex[:12]
     t0 = time.time()
     status = "error"
-    with connect(cfg.scheduler, cfg.workers, cfg.threads_per_worker, cfg.connect_timeout,
-                 backend=cfg.backend) as client:
+    layout = None if cfg.scheduler is not None else choose_layout(
+        cfg.workers, cfg.threads_per_worker, cfg.backend)
+    with connect(cfg.scheduler, layout.processes if layout else cfg.workers,
+                 layout.threads if layout else (cfg.threads_per_worker or 1),
+                 cfg.connect_timeout, backend=cfg.backend) as client:
         log.info("connected to %s in %.1f s", client.scheduler.address, time.time() - t0)
         emit = Emitter(client, on_record)
         # fail before anything starts or is written
         _, _, backends = plan_cluster(client, corpus_obj, cfg, log_choice=True)
         cfg, choice = _resolve_sampler(cfg, corpus_obj, backends)
+        cfg, init_choice = cfg.with_init_chosen()
+        log.info("init %s (%s)", init_choice["method"], init_choice["reason"])
         emit(start_record(run_id=run_id, config=cfg.as_dict(), backends=backends,
-                          sampler_choice=choice,
+                          sampler_choice=choice, init_choice=init_choice,
+                          layout=layout.as_dict() if layout else None,
                           balance=balancing(cfg, backends), corpus=corpus_obj,
                           corpus_url=corpus, out=out, dashboard=client.dashboard_link,
                           pages=load_plugins(client)))
         try:
             status = _run_and_save(client, corpus, corpus_obj, out, cfg, emit, run_id, t0,
-                                   choice)
+                                   choice, init_choice)
         except Interrupted:
             status = "interrupted"
             raise
@@ -305,7 +312,8 @@ def _resolve_sampler(cfg: Any, corpus: Any, backends: dict[str, str]) -> tuple[A
 
 
 def _run_and_save(client: Any, corpus: str, corpus_obj: Any, out: str, cfg: Any, emit: Any,
-                  run_id: str, t0: float, choice: dict | None = None) -> str:
+                  run_id: str, t0: float, choice: dict | None = None,
+                  init_choice: dict | None = None) -> str:
     """Run on the connected client and save the model; the run's end status."""
     from biglda.model.store import save_model
     from biglda.samplers import doc_topic_counts
@@ -336,6 +344,8 @@ def _run_and_save(client: Any, corpus: str, corpus_obj: Any, out: str, cfg: Any,
                                                    "sampler": cfg.sampler,
                                                    "params": dict(cfg.sampler_params),
                                                    "reason": "named by the run"},
+                      "init_choice": init_choice or {"requested": cfg.init, "method": cfg.init,
+                                                     "reason": "named by the run"},
                       "tokenizer": dict(corpus_obj.tokenizer or {}),
                       "history": history_for_store(result.history),
                       "backends": backends_used(result.history),

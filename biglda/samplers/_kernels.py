@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numba import njit
 
-from biglda.samplers.rng import _next_int, _next_u64
+from biglda.samplers.rng import _next_float, _next_int, _next_u64
 
 _S32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -27,6 +27,48 @@ def _init_z(z, n_topics, state):
     for i in range(z.shape[0]):
         state, t = _next_int(state, n_topics)
         z[i] = t
+
+
+@njit(nogil=True, cache=True)
+def _sequential_z(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, v_beta, state):
+    """Draw ``z`` token by token from the conditional given the counts so far.
+
+    Griffiths & Steyvers' initialisation: token ``i`` of document ``d`` takes topic ``k``
+    with probability proportional to ``(n_dk + alpha_k) (n_wk + beta) / (n_k + V beta)``
+    over the tokens drawn before it (and the base counts ``n_wk``/``n_k`` came with), then
+    is added to the counts. O(K) per token. ``tokens`` index the rows of ``n_wk`` (int32
+    [rows, K], updated in place, as ``n_k`` int64 [K]); ``v_beta`` is the *global* V times
+    beta. ``z`` (uint16/int32 [N]) is filled.
+    """
+    n_topics = n_k.shape[0]
+    n_dk = np.zeros(n_topics, np.int32)
+    cdf = np.empty(n_topics, np.float64)
+    inv = np.empty(n_topics, np.float64)
+    for k in range(n_topics):
+        inv[k] = 1.0 / (n_k[k] + v_beta)
+    for d in range(doc_ptr.shape[0] - 1):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            row = n_wk[tokens[i]]
+            total = 0.0
+            for k in range(n_topics):
+                total += (n_dk[k] + alpha[k]) * (row[k] + beta) * inv[k]
+                cdf[k] = total
+            state, u = _next_float(state)
+            u *= total
+            lo, hi = 0, n_topics - 1
+            while lo < hi:  # the first k with cdf[k] > u
+                mid = (lo + hi) >> 1
+                if cdf[mid] > u:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            z[i] = lo
+            n_dk[lo] += 1
+            row[lo] += 1
+            n_k[lo] += 1
+            inv[lo] = 1.0 / (n_k[lo] + v_beta)
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            n_dk[z[i]] = 0
 
 
 @njit(nogil=True, cache=True)

@@ -44,6 +44,12 @@ def _sampler_choices() -> tuple[str, ...]:
     return ("auto", *_algorithms())
 
 
+def _inits() -> tuple[str, ...]:
+    from biglda.samplers.init import INIT_CHOICES
+
+    return INIT_CHOICES
+
+
 def _backends() -> tuple[str, ...]:
     from biglda.samplers.backends import BACKEND_CHOICES
 
@@ -219,6 +225,11 @@ class TrainConfig:
                                     metavar="NAME=VALUE", stored=True,
                                     help="a parameter the sampler declares, e.g. mh_steps=1 "
                                          "for lightlda, variant=plain for cgs (repeatable)")
+    init: str = _setting("auto", flag="--init", choices=_inits, check=_one_of(_inits),
+                         metavar="HOW", stored=True,
+                         help="the first topics: auto (default: sequential up to K=1000, else "
+                              "random), random (uniform), sequential (each token drawn from "
+                              "the counts so far, Griffiths & Steyvers; docs/samplers.md)")
     alpha: float | list[float] = _setting(
         0.1, flag="--alpha", check=_alpha, parse=parse_alpha, stored=True, metavar="A[,A...]",
         help="doc-topic prior: one number (symmetric, default 0.1) or K comma-separated "
@@ -301,12 +312,15 @@ class TrainConfig:
                                          "(default 10)")
     workers: int | None = _setting(None, flag="--workers", check=_optional(_int(1)), parse=int,
                                    metavar="N",
-                                   help="workers of the embedded cluster (default: one per "
-                                        "core; with --backend gpu/auto and GPUs: one per GPU, "
-                                        "plus under auto this many CPU workers)")
-    threads_per_worker: int = _setting(1, flag="--threads-per-worker", check=_int(1), parse=int,
-                                       metavar="N",
-                                       help="sampling threads per worker (default 1)")
+                                   help="worker processes of the embedded cluster (default: "
+                                        "the layout `biglda layout --measure` found fastest "
+                                        "here, else one per core; with --backend gpu/auto and "
+                                        "GPUs: one per GPU, plus under auto this many CPU "
+                                        "workers)")
+    threads_per_worker: int | None = _setting(
+        None, flag="--threads-per-worker", check=_optional(_int(1)), parse=int, metavar="N",
+        help="sampling threads per worker (default: with neither this nor --workers, the "
+             "layout `biglda layout --measure` found fastest here, else 1)")
     scheduler: Any = _setting(None, flag="--scheduler", metavar="ADDR",
                               help="Dask scheduler address (tcp://host:port) or, from Python, "
                                    "a Client; default: an embedded cluster")
@@ -410,6 +424,14 @@ class TrainConfig:
         cfg = dataclasses.replace(self, sampler=choice.sampler,
                                   sampler_params=dict(choice.params)).validated()
         return cfg, {"requested": "auto", **choice.as_dict()}
+
+    def with_init_chosen(self) -> tuple[TrainConfig, dict[str, Any]]:
+        """Resolve ``init="auto"``; returns the config and ``{requested, method, reason}``."""
+        from biglda.samplers.init import choose_init
+
+        choice = choose_init(self.init, self.n_topics)
+        return (dataclasses.replace(self, init=choice.method),
+                {"requested": self.init, **choice.as_dict()})
 
     def for_workers(self) -> TrainConfig:
         """Return a copy a task can carry (the scheduler may be a ``Client``: left out)."""

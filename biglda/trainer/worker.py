@@ -142,6 +142,40 @@ class _ShardState:
         self.slot = slot
 
 
+class FirstTopics:
+    """A run's first topics, shard by shard, by the run's ``init`` (:mod:`biglda.samplers.init`).
+
+    A shard's topics depend only on the seed, its index, the corpus and the priors (not on
+    the worker holding it), so a recovery that starts over draws the same ones.
+    """
+
+    def __init__(self, cfg: TrainConfig, corpus: Any) -> None:
+        from biglda.samplers.init import anchor_counts, anchor_documents, choose_init
+
+        self.cfg = cfg
+        self.n_words = int(corpus.n_words)
+        self.method = choose_init(cfg.init, cfg.n_topics).method
+        self.anchor = None
+        if self.method == "sequential":
+            doc_ptr = np.asarray(corpus.doc_ptr, dtype=np.int64)
+            n_docs = anchor_documents(doc_ptr, cfg.n_topics)
+            self.anchor = anchor_counts(np.asarray(corpus.read_tokens(0, int(doc_ptr[n_docs]))),
+                                        doc_ptr[:n_docs + 1], cfg.n_topics, self.n_words,
+                                        cfg.alpha, cfg.beta, cfg.seed)
+
+    def draw(self, tokens: np.ndarray, doc_ptr: np.ndarray, shard: int) -> np.ndarray:
+        """Topics of one shard (``tokens``: global word ids; ``doc_ptr`` from 0)."""
+        from biglda.samplers import RandomKey, init_z
+        from biglda.samplers.init import sequential_z
+
+        # the init stream: iteration -1 never collides with a sweep's (seed, iteration, shard)
+        key = RandomKey(self.cfg.seed, -1, shard)
+        if self.method == "random":
+            return init_z(len(tokens), self.cfg.n_topics, key)
+        return sequential_z(tokens, doc_ptr, self.cfg.n_topics, self.n_words, self.cfg.alpha,
+                            self.cfg.beta, key, self.anchor)
+
+
 class _ProcessState:
     """Every shard this worker process holds and one :class:`biglda.ps.ProcessCache` over them.
 
@@ -151,7 +185,7 @@ class _ProcessState:
 
     def __init__(self, spec: GroupSpec, corpus: Any, n_threads: int) -> None:
         from biglda.ps import ProcessCache
-        from biglda.samplers import RandomKey, init_z, z_dtype
+        from biglda.samplers import z_dtype
 
         sizes = list(spec.thread_sizes) or [len(spec.shards)]
         if n_threads == 1 and len(sizes) > 1:
@@ -163,22 +197,21 @@ class _ProcessState:
             parts.append(np.asarray(tokens))
             self.shards.append(_ShardState(shard, lo, doc_ptr, spec.checkpoint_slot))
             lo += len(parts[-1])
+        self.z = np.zeros(lo, dtype=z_dtype(spec.cfg.n_topics))
+        drawn = FirstTopics(spec.cfg, corpus) if spec.resume_attrs is None else None
+        for st, tokens in zip(self.shards, parts, strict=True):
+            if drawn is not None:
+                self.z[st.lo:st.hi] = drawn.draw(tokens, st.doc_ptr, st.index)
+            elif spec.checkpoint_url is None or spec.resume_attrs is None:
+                raise AssertionError("resume_attrs come from a checkpoint: it has a URL")
+            else:
+                self.z[st.lo:st.hi] = ckpt.read_z(spec.checkpoint_url, spec.resume_attrs,
+                                                  st.shard.token_start, st.shard.token_stop)
+            st.z = self.z[st.lo:st.hi]
         index = [st.index for st in self.shards]
         self.cache = ProcessCache(index[0], index, np.concatenate(parts), spec.ps.bounds,
                                   spec.cfg.n_topics)
         del parts
-        self.z = np.zeros(lo, dtype=z_dtype(spec.cfg.n_topics))
-        for st in self.shards:
-            if spec.resume_attrs is not None:
-                if spec.checkpoint_url is None:
-                    raise AssertionError("resume_attrs come from a checkpoint: it has a URL")
-                self.z[st.lo:st.hi] = ckpt.read_z(spec.checkpoint_url, spec.resume_attrs,
-                                                  st.shard.token_start, st.shard.token_stop)
-            else:
-                # init stream: iteration -1 never collides with a sweep's (seed, iteration, shard)
-                self.z[st.lo:st.hi] = init_z(st.hi - st.lo, spec.cfg.n_topics,
-                                             RandomKey(spec.cfg.seed, -1, st.index))
-            st.z = self.z[st.lo:st.hi]
         self.threads: list[_ThreadPart] = []
         first = 0
         for n in sizes:
