@@ -1,0 +1,167 @@
+"""The embedded cluster's layout: how many worker processes, how many sampling threads each.
+
+``--workers`` / ``--threads-per-worker`` name a layout. Without them, a CPU run takes the
+layout ``biglda layout --measure`` found fastest on this machine (:func:`measure_layouts`:
+a short training on a synthetic corpus per candidate, tokens/s compared in one run), kept
+in :func:`layout_file`; on a machine never measured, one single-thread process per core
+(the default before measurements existed). The CLI prints the pick and its reason; the
+``start`` record carries it (``layout``).
+
+Processes against threads: a process has its own table cache, pull and push per clock and
+its own Python orchestration; threads share one cache (AD-LDA inside the process, see
+``docs/design.md``). Which is faster depends on the machine (memory bandwidth, cores,
+what else runs), which is why it is measured rather than ruled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from biglda.io import write_atomic
+
+log = logging.getLogger("biglda.train")
+
+#: The measurement's corpus and run (small: the whole measurement takes about a minute).
+MEASURE_DOCS, MEASURE_WORDS, MEASURE_TOPICS, MEASURE_ITERATIONS = 12_000, 5_000, 100, 6
+
+
+class LayoutChoice(NamedTuple):
+    """Worker processes x sampling threads per process, and why."""
+
+    processes: int
+    threads: int
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the ``start`` record's ``layout`` entry."""
+        return {"processes": self.processes, "threads": self.threads, "reason": self.reason}
+
+    def label(self) -> str:
+        """Say ``"2 processes x 1 thread"``."""
+        return (f"{self.processes} process{'es' if self.processes != 1 else ''} x "
+                f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+
+
+def layout_file() -> Path:
+    """Where the measurement is kept: ``$BIGLDA_CACHE_DIR`` or the user's cache folder."""
+    root = os.environ.get("BIGLDA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "biglda")
+    return Path(root) / "layout.json"
+
+
+def machine() -> dict[str, Any]:
+    """Return what a measurement is valid for: this host and its core count."""
+    return {"host": platform.node(), "cores": os.cpu_count() or 1}
+
+
+def candidates(cores: int) -> list[tuple[int, int]]:
+    """Layouts worth measuring on ``cores`` cores: all processes, all threads, and between.
+
+    Examples
+    --------
+    >>> candidates(2)
+    [(2, 1), (1, 2)]
+    >>> candidates(8)
+    [(8, 1), (4, 2), (2, 4), (1, 8)]
+    """
+    out = [(cores // t, t) for t in range(1, cores + 1) if cores % t == 0
+           and (t in (1, cores) or t & (t - 1) == 0)]
+    return sorted(set(out), key=lambda pt: pt[1])
+
+
+def saved_measurement() -> dict[str, Any] | None:
+    """Return the kept measurement if it is for this machine, else None."""
+    try:
+        data = json.loads(layout_file().read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("machine") != machine():
+        return None
+    return data
+
+
+def choose_layout(workers: int | None, threads_per_worker: int | None,
+                  backend: str = "cpu") -> LayoutChoice | None:
+    """Return the embedded cluster's layout for these settings (None: the GPU path decides).
+
+    Examples
+    --------
+    >>> choose_layout(3, None).label()
+    '3 processes x 1 thread'
+    """
+    if workers is not None or threads_per_worker is not None:
+        return LayoutChoice(int(workers) if workers else
+                            max(1, (os.cpu_count() or 1) // int(threads_per_worker or 1)),
+                            int(threads_per_worker or 1), "named by the run")
+    if backend != "cpu":
+        return None
+    data = saved_measurement()
+    if data is not None:
+        p, t = data["best"]
+        rates = ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in data["tokens_per_s"].items())
+        return LayoutChoice(int(p), int(t), f"fastest in `biglda layout --measure` of "
+                                            f"{data['measured_at']}: tokens/s {rates}")
+    cores = os.cpu_count() or 1
+    return LayoutChoice(cores, 1, "one process per core: not measured on this machine "
+                                  "(`biglda layout --measure`)")
+
+
+def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int = 1,
+                    iterations: int = MEASURE_ITERATIONS, n_docs: int = MEASURE_DOCS,
+                    save: bool = True) -> dict[str, Any]:
+    """Train the same short run under each layout; keep the fastest for this machine.
+
+    Each layout gets its own embedded cluster; the runs go round by round (``repeats``),
+    so a change in the machine's load falls on all alike. tokens/s of one run is the
+    median over its iterations after the first two (JIT, first full pull); of a layout,
+    the median over its runs. Returns what is saved to :func:`layout_file` (written
+    atomically) when ``save``.
+    """
+    from biglda.corpus import write_corpus
+    from biglda.corpus.synth import SynthSpec, generate
+    from biglda.model.training import train
+
+    layouts = layouts or candidates(os.cpu_count() or 1)
+    tokens, doc_ptr, phi, _ = generate(SynthSpec(
+        n_docs=n_docs, n_words=MEASURE_WORDS, n_topics=MEASURE_TOPICS,
+        mean_doc_length=100, alpha=0.1, beta=0.01, seed=0))
+    rates: dict[str, list[float]] = {f"{p}x{t}": [] for p, t in layouts}
+    with tempfile.TemporaryDirectory(prefix="biglda-layout-") as tmp:
+        url = os.path.join(tmp, "corpus.zarr")
+        write_corpus(url, tokens, doc_ptr, [f"w{i}" for i in range(phi.shape[1])])
+        for _ in range(repeats):
+            for p, t in layouts:
+                records: list[dict[str, Any]] = []
+                train(url, os.path.join(tmp, f"{p}x{t}.zarr"), n_topics=MEASURE_TOPICS,
+                      iterations=iterations, workers=p, threads_per_worker=t, seed=0,
+                      checkpoint_every=0, top_words_every=0, overwrite=True,
+                      on_record=records.append)
+                its = [r["tokens_per_s"] for r in records if r["type"] == "iteration"]
+                rates[f"{p}x{t}"].append(float(statistics.median(its[2:] or its)))
+                log.info("layout %dx%d: %.2f M tokens/s", p, t, rates[f"{p}x{t}"][-1] / 1e6)
+    medians = {k: float(statistics.median(v)) for k, v in rates.items()}
+    best = max(medians, key=lambda k: medians[k])
+    result = {"machine": machine(), "measured_at": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                 time.gmtime()),
+              "tokens_per_s": medians, "runs": rates,
+              "best": [int(x) for x in best.split("x")],
+              "corpus": {"docs": n_docs, "tokens": len(tokens), "words": MEASURE_WORDS,
+                         "topics": MEASURE_TOPICS}, "iterations": iterations}
+    if save:
+        path = layout_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(result, indent=1).encode()
+
+        def write(f: Any) -> None:
+            f.write(text)
+
+        write_atomic(str(path), write)
+    return result

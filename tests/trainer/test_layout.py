@@ -1,0 +1,80 @@
+"""The embedded cluster's layout: named, measured on this machine and kept, or the default.
+
+The measurement is real (a short training per layout, each on its own embedded cluster);
+the oracle is that the kept pick is the fastest of what it measured and that a later
+``train`` starts exactly that many processes of that many threads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from biglda.trainer import layout as lay
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BIGLDA_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "layout.json"
+
+
+def test_named_and_default_layouts(cache):
+    cores = os.cpu_count() or 1
+    assert lay.choose_layout(3, None) == (3, 1, "named by the run")
+    assert lay.choose_layout(None, 2)[:2] == (max(1, cores // 2), 2)
+    default = lay.choose_layout(None, None)
+    assert default[:2] == (cores, 1) and "not measured" in default.reason
+    assert lay.choose_layout(None, None, backend="auto") is None  # the GPU path decides
+
+
+def test_a_measurement_of_another_machine_is_not_used(cache):
+    cache.parent.mkdir(parents=True)
+    other = {**lay.machine(), "cores": (os.cpu_count() or 1) + 1}
+    cache.write_text(json.dumps({"machine": other, "best": [1, 7], "tokens_per_s": {},
+                                 "measured_at": "then"}))
+    assert lay.choose_layout(None, None)[:2] == (os.cpu_count() or 1, 1)
+    cache.write_text("not json")
+    assert lay.saved_measurement() is None
+
+
+def test_candidates_span_processes_and_threads():
+    assert lay.candidates(1) == [(1, 1)]
+    assert lay.candidates(6) == [(6, 1), (3, 2), (1, 6)]
+    assert all(p * t == 16 for p, t in lay.candidates(16))
+
+
+def test_measure_keeps_the_fastest_and_train_starts_it(cache, tmp_path, capsys):
+    from biglda.cli import main
+    from biglda.corpus import write_corpus
+    from biglda.corpus.synth import SynthSpec, generate
+    from biglda.model.training import train
+
+    layouts = [(2, 1), (1, 2)]
+    res = lay.measure_layouts(layouts, iterations=4, n_docs=1500)
+    rates = res["tokens_per_s"]
+    assert set(rates) == {"2x1", "1x2"} and all(r > 0 for r in rates.values())
+    best = max(rates, key=lambda k: rates[k])
+    assert res["best"] == [int(x) for x in best.split("x")]
+    assert json.loads(cache.read_text()) == res  # kept, for this machine
+
+    choice = lay.choose_layout(None, None)
+    assert list(choice[:2]) == res["best"] and "fastest" in choice.reason
+    assert main(["layout"]) == 0
+    assert capsys.readouterr().out.startswith(f"layout: {choice.label()} (fastest")
+
+    # a training with no layout named starts the measured one
+    tokens, doc_ptr, phi, _ = generate(SynthSpec(n_docs=200, n_words=80, n_topics=4,
+                                                 mean_doc_length=30, seed=1))
+    url = str(tmp_path / "c.zarr")
+    write_corpus(url, tokens, doc_ptr, [f"w{i}" for i in range(phi.shape[1])])
+    records = []
+    train(url, str(tmp_path / "m.zarr"), n_topics=4, iterations=2, checkpoint_every=0,
+          on_record=records.append)
+    start = next(r for r in records if r["type"] == "start")
+    assert start["layout"] == choice.as_dict()
+    assert len(start["backends"]) == choice.processes  # one worker per process
+    it = next(r for r in records if r["type"] == "iteration")
+    assert len(it["tokens_per_worker"]) == choice.processes
