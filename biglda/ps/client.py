@@ -144,6 +144,22 @@ class ClockClient:
             if answer is not ClockAnswer.WAIT:
                 return ClockAnswer(answer)
 
+    def wait_many(self, shards: Sequence[int], clock: int, chunk: float, timeout: float
+                  ) -> ClockAnswer:
+        """:meth:`wait` for all of a worker process's shards, in one call per chunk."""
+        shards = [int(s) for s in shards]
+        while True:
+            answer = call(self.actor.wait_many(shards, clock, timeout=chunk), chunk + timeout,
+                          f"shards {shards[0]}..{shards[-1]}: waiting for clock {clock}")
+            if answer is not ClockAnswer.WAIT:
+                return ClockAnswer(answer)
+
+    def tick_many(self, completed: int, stats: Mapping[int, Mapping[str, Any]],
+                  timeout: float) -> None:
+        """:meth:`tick` for every shard in ``stats`` ({shard: its stats}), in one call."""
+        call(self.actor.tick_many(completed, {int(k): v for k, v in stats.items()}), timeout,
+             f"shards {min(stats)}..{max(stats)}: clock tick")
+
     def tick(self, shard: int, completed: int, stats: Mapping[str, Any] | None,
              timeout: float) -> None:
         """Report that shard ``shard`` finished ``completed`` sweeps (its pushes are done).

@@ -80,6 +80,39 @@ class ClockServer:
                 return ClockAnswer.WAIT
             await self._changed(left)
 
+    async def wait_many(self, shards: list[int], clock: int, timeout: float = 5.0
+                        ) -> ClockAnswer:
+        """:meth:`wait` for every shard of a worker process at once (one call, not one each).
+
+        The rules answer by clock alone, so the shards get one answer; a ``GO`` records
+        every shard's start.
+        """
+        clock = int(clock)
+        deadline = time.monotonic() + timeout
+        while True:
+            answers = {self.rules.request(int(s), clock) for s in shards}
+            answer = (ClockAnswer.ABORT if ClockAnswer.ABORT in answers else
+                      ClockAnswer.STOP if ClockAnswer.STOP in answers else
+                      ClockAnswer.WAIT if ClockAnswer.WAIT in answers else ClockAnswer.GO)
+            if answer is ClockAnswer.GO:
+                now = time.time()
+                self.starts.extend((int(s), clock, now, self.rules.slowest) for s in shards)
+            if answer is not ClockAnswer.WAIT:
+                return answer
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return ClockAnswer.WAIT
+            await self._changed(left)
+
+    async def tick_many(self, completed: int, stats: dict[int, dict]) -> None:
+        """:meth:`tick` for every shard in ``stats`` ({shard: its stats}) at once."""
+        now = time.time()
+        for shard, st in stats.items():
+            self.rules.complete(int(shard), int(completed))
+            self.ticks.append((int(shard), int(completed), now))
+            self.mailbox.deliver(int(shard), int(completed), st)
+        self._notify()
+
     async def tick(self, shard: int, completed: int, stats: dict | None = None) -> None:
         """Shard ``shard`` has finished ``completed`` sweeps (pushes done), with its stats."""
         shard, completed = int(shard), int(completed)

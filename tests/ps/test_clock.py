@@ -53,3 +53,33 @@ def test_mailbox_and_alpha_waits_end_with_the_tick_or_publication_they_wait_for(
     stats, alpha = asyncio.run(scenario())
     assert stats == {0: {"tokens": 3}, 1: {"tokens": 4}}
     assert alpha == (GO, (1, [0.5, 0.5]))
+
+
+def test_a_process_waits_and_ticks_for_all_its_shards_in_one_call():
+    """wait_many / tick_many: the same answers, starts, ticks and mailbox as one call each."""
+    async def scenario():
+        clock = ClockServer(n_shards=4, staleness=1)
+        await clock.tick_many(0, {0: {"t": 0}, 1: {"t": 1}})  # process A: shards 0, 1
+        assert await clock.wait_many([0, 1], 0, timeout=0.01) is WAIT  # B not initialized
+        await clock.tick(2, 0)
+        await clock.tick(3, 0)
+        assert await clock.wait_many([0, 1], 0, timeout=0.01) is GO
+        await clock.tick_many(1, {0: {"tokens": 5}, 1: {"tokens": 6}})
+        assert await clock.wait_many([0, 1], 1, timeout=0.01) is GO  # staleness 1
+        await clock.tick_many(2, {0: {}, 1: {}})
+        waiter = asyncio.ensure_future(clock.wait_many([0, 1], 2, timeout=2.0))
+        await asyncio.sleep(0.01)
+        assert not waiter.done()  # B (shards 2, 3) is 2 clocks behind: A waits
+        await clock.tick_many(1, {2: {"tokens": 7}, 3: {"tokens": 8}})
+        answer = await waiter
+        stats = await clock.mailbox_collect(0, timeout=0.01)
+        await clock.stop(3)
+        stopped = await clock.wait_many([2, 3], 3, timeout=0.01)
+        return answer, stats, await clock.state(), stopped
+
+    answer, stats, state, stopped = asyncio.run(scenario())
+    assert answer is GO and stopped is STOP
+    assert stats == {0: {"tokens": 5}, 1: {"tokens": 6}, 2: {"tokens": 7}, 3: {"tokens": 8}}
+    assert state["completed"] == [2, 2, 1, 1]
+    starts = [(s, c) for s, c, _, _ in state["starts"]]
+    assert starts == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
