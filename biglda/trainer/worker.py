@@ -150,11 +150,11 @@ class FirstTopics:
     """
 
     def __init__(self, cfg: TrainConfig, corpus: Any) -> None:
-        from biglda.samplers.init import anchor_counts, anchor_documents, choose_init
+        from biglda.samplers.init import anchor_counts, anchor_documents
 
         self.cfg = cfg
         self.n_words = int(corpus.n_words)
-        self.method = choose_init(cfg.init, cfg.n_topics).method
+        self.method = cfg.init
         self.anchor = None
         if self.method == "sequential":
             doc_ptr = np.asarray(corpus.doc_ptr, dtype=np.int64)
@@ -255,11 +255,11 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     with ThreadPoolExecutor(max(1, len(proc.threads) - 1)) as pool:
         while clock < spec.stop_clock:
             t0, cpu0 = time.time(), time.process_time()
-            answers = [spec.ps.clock.wait(st.index, clock, spec.wait_chunk,
-                                          spec.cfg.call_timeout) for st in proc.shards]
-            if ClockAnswer.ABORT in answers:  # the driver restarts every shard: write nothing
+            answer = spec.ps.clock.wait_many([st.index for st in proc.shards], clock,
+                                             spec.wait_chunk, spec.cfg.call_timeout)
+            if answer is ClockAnswer.ABORT:  # the driver restarts every shard: write nothing
                 return {}
-            if ClockAnswer.STOP in answers:
+            if answer is ClockAnswer.STOP:
                 break
             if spec.cfg.optimize_alpha_every > 0:
                 new = _alpha(spec, lead, clock, alpha)
@@ -270,8 +270,8 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
                 alpha = new
             stats = _sweep_clock(spec, proc, samplers, pool, clock, alpha, worker, backend,
                                  t0, cpu0)
-            for st in proc.shards:
-                spec.ps.clock.tick(st.index, clock + 1, stats[st.index], spec.cfg.call_timeout)
+            spec.ps.clock.tick_many(clock + 1, {st.index: stats[st.index] for st in proc.shards},
+                                    spec.cfg.call_timeout)
             clock += 1
     _final_checkpoint(spec, proc.shards, clock)
     return {st.index: st.z for st in proc.shards}
@@ -288,10 +288,10 @@ def _push_recounts(spec: GroupSpec, proc: _ProcessState, worker: str, backend: s
     cache.push_counts(spec.ps.tables, spec.start_clock - 1, n_wk, spec.cfg.call_timeout)
     del n_wk
     cache.push_members(spec.ps.tables, spec.start_clock - 1, spec.cfg.call_timeout, log=False)
-    for st in proc.shards:
-        spec.ps.clock.tick(st.index, spec.start_clock,
-                           {"shard": st.index, "worker": worker, "backend": backend,
-                            "init_s": time.time() - t_init}, spec.cfg.call_timeout)
+    init_s = time.time() - t_init
+    spec.ps.clock.tick_many(spec.start_clock, {
+        st.index: {"shard": st.index, "worker": worker, "backend": backend, "init_s": init_s}
+        for st in proc.shards}, spec.cfg.call_timeout)
 
 
 def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
