@@ -18,6 +18,7 @@ of the tree, sampled every 0.25 s):
                       (cluster start-up and recount are not counted, as the peers' corpus
                       loading is not);
 - ``biglda-cgs``, ``biglda-lightlda``, ``biglda-warplda``   the same with that sampler;
+- ``biglda-random-init``, ``biglda-sequential-init``   default sampler, that ``init``;
 - ``tomotopy-1``, ``tomotopy-2``   ``LDAModel(k, alpha, eta).train(1, workers=1 or 2)``;
 - ``gensim``          ``LdaModel`` (one online pass over the corpus per unit);
 - ``gensim-multi``    ``LdaMulticore(workers)``;

@@ -25,7 +25,8 @@ import numpy as np
 from bench_quality import _bow
 from bench_quality import _train_arrays as _arrays
 
-SYSTEMS = ("biglda", "biglda-cgs", "biglda-lightlda", "biglda-warplda", "tomotopy-1",
+SYSTEMS = ("biglda", "biglda-cgs", "biglda-lightlda", "biglda-warplda", "biglda-random-init",
+           "biglda-sequential-init", "tomotopy-1",
            "tomotopy-2", "gensim", "gensim-multi", "sklearn-online", "sklearn-batch", "lda",
            "random")
 #: Python module each system needs -> pip name.
@@ -33,7 +34,8 @@ NEEDS = {"tomotopy-1": ("tomotopy", "tomotopy"), "tomotopy-2": ("tomotopy", "tom
          "gensim": ("gensim", "gensim"), "gensim-multi": ("gensim", "gensim"),
          "sklearn-online": ("sklearn", "scikit-learn"),
          "sklearn-batch": ("sklearn", "scikit-learn"), "lda": ("lda", "lda")}
-GIBBS = {"biglda", "biglda-cgs", "biglda-lightlda", "biglda-warplda", "tomotopy-1",
+GIBBS = {"biglda", "biglda-cgs", "biglda-lightlda", "biglda-warplda", "biglda-random-init",
+         "biglda-sequential-init", "tomotopy-1",
          "tomotopy-2", "lda"}
 
 
@@ -197,7 +199,7 @@ def run_lda(job: dict, clock: Clock) -> None:
             return
 
 
-def run_biglda(job: dict, clock: Clock, sampler: str = "auto") -> None:
+def run_biglda(job: dict, clock: Clock, sampler: str = "auto", init: str = "auto") -> None:
     from biglda.model import load
     from biglda.model.training import train_to_store as train
 
@@ -207,7 +209,8 @@ def run_biglda(job: dict, clock: Clock, sampler: str = "auto") -> None:
         records: list[dict] = []
         # A checkpoint only at the stop (checkpoint_every is never reached), then resume.
         train(job["train"], out, n_topics=job["k"], iterations=10**9, sampler=sampler,
-              alpha=job["alpha"], beta=job["beta"], workers=job["workers"], seed=job["seed"],
+              init=init, alpha=job["alpha"], beta=job["beta"], workers=job["workers"],
+              seed=job["seed"],
               max_seconds=max(budget - spent, 1.0), checkpoint_every=10**9 - 1,
               resume=i > 0, overwrite=True, on_record=records.append)
         new = [r for r in records if r.get("type") == "iteration"]
@@ -255,7 +258,9 @@ def worker_main(job_path: str) -> int:
     n_tokens = Corpus.open(job["train"]).n_tokens
     clock = Clock(job["budgets"], save)
     s = job["system"]
-    if s == "biglda" or s.startswith("biglda-"):
+    if s.startswith("biglda-") and s.endswith("-init"):  # biglda-<random|sequential>-init
+        run_biglda(job, clock, init=s.split("-")[1])
+    elif s == "biglda" or s.startswith("biglda-"):
         run_biglda(job, clock, sampler=s.partition("-")[2] or "auto")
     elif s.startswith("tomotopy"):
         run_tomotopy(job, clock, workers=int(s.split("-")[1]))

@@ -77,12 +77,15 @@ def summarize(results: list[dict], reference: str) -> list[dict]:
         if ref is None or not _runs(ref):
             continue
         target = _median([r["checkpoints"][-1]["heldout_ll_per_token"] for r in _runs(ref)])
-        ref_times = [time_to_reach(r["checkpoints"], target) for r in _runs(ref)]
+        # the reference reaches its own final quality at the end of its budget, by definition
+        # (a run whose final LL is below the median of the runs would never "reach" it)
+        ref_times = [r["checkpoints"][-1]["train_s"] for r in _runs(ref)]
         for system, row in rows.items():
             runs = _runs(row)
             if not runs:
                 continue
-            times = [time_to_reach(r["checkpoints"], target) for r in runs]
+            times = (ref_times if system == reference else
+                     [time_to_reach(r["checkpoints"], target) for r in runs])
             finals = [r["checkpoints"][-1]["heldout_ll_per_token"] for r in runs]
             final_s = [r["checkpoints"][-1]["train_s"] for r in runs]
             t_med, ref_med = _median(times), _median(ref_times)

@@ -135,9 +135,6 @@ class _TrainProgress:
             if layout:
                 print(f"layout: {layout['processes']} process(es) x {layout['threads']} "
                       f"thread(s) ({layout['reason']})", flush=True)
-            init = rec.get("init_choice")
-            if init and init.get("requested") == "auto":
-                print(f"init auto: {init['method']} ({init['reason']})", flush=True)
             for url in rec.get("pages") or []:
                 print(f"biglda page: {url}", flush=True)
             backends = rec.get("backends") or {}

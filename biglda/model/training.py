@@ -235,17 +235,15 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
         # fail before anything starts or is written
         _, _, backends = plan_cluster(client, corpus_obj, cfg, log_choice=True)
         cfg, choice = _resolve_sampler(cfg, corpus_obj, backends)
-        cfg, init_choice = cfg.with_init_chosen()
-        log.info("init %s (%s)", init_choice["method"], init_choice["reason"])
         emit(start_record(run_id=run_id, config=cfg.as_dict(), backends=backends,
-                          sampler_choice=choice, init_choice=init_choice,
+                          sampler_choice=choice,
                           layout=layout.as_dict() if layout else None,
                           balance=balancing(cfg, backends), corpus=corpus_obj,
                           corpus_url=corpus, out=out, dashboard=client.dashboard_link,
                           pages=load_plugins(client)))
         try:
             status = _run_and_save(client, corpus, corpus_obj, out, cfg, emit, run_id, t0,
-                                   choice, init_choice)
+                                   choice)
         except Interrupted:
             status = "interrupted"
             raise
@@ -312,8 +310,7 @@ def _resolve_sampler(cfg: Any, corpus: Any, backends: dict[str, str]) -> tuple[A
 
 
 def _run_and_save(client: Any, corpus: str, corpus_obj: Any, out: str, cfg: Any, emit: Any,
-                  run_id: str, t0: float, choice: dict | None = None,
-                  init_choice: dict | None = None) -> str:
+                  run_id: str, t0: float, choice: dict | None = None) -> str:
     """Run on the connected client and save the model; the run's end status."""
     from biglda.model.store import save_model
     from biglda.samplers import doc_topic_counts
@@ -344,8 +341,6 @@ def _run_and_save(client: Any, corpus: str, corpus_obj: Any, out: str, cfg: Any,
                                                    "sampler": cfg.sampler,
                                                    "params": dict(cfg.sampler_params),
                                                    "reason": "named by the run"},
-                      "init_choice": init_choice or {"requested": cfg.init, "method": cfg.init,
-                                                     "reason": "named by the run"},
                       "tokenizer": dict(corpus_obj.tokenizer or {}),
                       "history": history_for_store(result.history),
                       "backends": backends_used(result.history),

@@ -225,11 +225,12 @@ class TrainConfig:
                                     metavar="NAME=VALUE", stored=True,
                                     help="a parameter the sampler declares, e.g. mh_steps=1 "
                                          "for lightlda, variant=plain for cgs (repeatable)")
-    init: str = _setting("auto", flag="--init", choices=_inits, check=_one_of(_inits),
+    init: str = _setting("random", flag="--init", choices=_inits, check=_one_of(_inits),
                          metavar="HOW", stored=True,
-                         help="the first topics: auto (default: sequential up to K=1000, else "
-                              "random), random (uniform), sequential (each token drawn from "
-                              "the counts so far, Griffiths & Steyvers; docs/samplers.md)")
+                         help="the first topics: random (default: uniform) or sequential "
+                              "(each token drawn from the counts so far, Griffiths & "
+                              "Steyvers: faster first sweeps, but behind random from 10 s "
+                              "on in docs/samplers.md's measurement)")
     alpha: float | list[float] = _setting(
         0.1, flag="--alpha", check=_alpha, parse=parse_alpha, stored=True, metavar="A[,A...]",
         help="doc-topic prior: one number (symmetric, default 0.1) or K comma-separated "
@@ -424,14 +425,6 @@ class TrainConfig:
         cfg = dataclasses.replace(self, sampler=choice.sampler,
                                   sampler_params=dict(choice.params)).validated()
         return cfg, {"requested": "auto", **choice.as_dict()}
-
-    def with_init_chosen(self) -> tuple[TrainConfig, dict[str, Any]]:
-        """Resolve ``init="auto"``; returns the config and ``{requested, method, reason}``."""
-        from biglda.samplers.init import choose_init
-
-        choice = choose_init(self.init, self.n_topics)
-        return (dataclasses.replace(self, init=choice.method),
-                {"requested": self.init, **choice.as_dict()})
 
     def for_workers(self) -> TrainConfig:
         """Return a copy a task can carry (the scheduler may be a ``Client``: left out)."""

@@ -110,8 +110,8 @@ def choose_layout(workers: int | None, threads_per_worker: int | None,
         return LayoutChoice(int(p), int(t), f"fastest in `biglda layout --measure` of "
                                             f"{data['measured_at']}: tokens/s {rates}")
     cores = os.cpu_count() or 1
-    return LayoutChoice(cores, 1, "one process per core: not measured on this machine "
-                                  "(`biglda layout --measure`)")
+    return LayoutChoice(cores, 1, "one process per core: not measured on this machine; "
+                                  "`biglda layout --measure` measures it")
 
 
 def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int = 1,

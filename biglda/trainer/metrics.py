@@ -129,7 +129,6 @@ class StartRecord(TypedDict):
     corpus: str
     out: str
     sampler_choice: dict[str, Any] | None  # what sampler="auto" chose and why (else None)
-    init_choice: dict[str, Any] | None  # how the first topics are drawn, and why
     layout: dict[str, Any] | None  # the embedded cluster's processes x threads, and why
 
 
@@ -273,11 +272,10 @@ def start_record(*, run_id: str, config: dict[str, Any], backends: dict[str, str
                  balance: bool, corpus: Any, corpus_url: str, out: str,
                  dashboard: str | None, pages: list[str],
                  sampler_choice: dict[str, Any] | None = None,
-                 init_choice: dict[str, Any] | None = None,
                  layout: dict[str, Any] | None = None) -> StartRecord:
     """Build the ``start`` record of a run on ``corpus`` (a :class:`biglda.corpus.Corpus`)."""
     return StartRecord(type="start", run_id=run_id, config=config, backends=backends,
-                       sampler_choice=sampler_choice, init_choice=init_choice, layout=layout,
+                       sampler_choice=sampler_choice, layout=layout,
                        balance=balance, n_tokens=int(corpus.n_tokens),
                        n_docs=int(corpus.n_docs), n_words=int(corpus.n_words),
                        dashboard=dashboard, pages=pages, corpus=str(corpus_url), out=str(out))

@@ -46,7 +46,7 @@ def test_summary_takes_medians_and_the_ratio_to_the_reference(ttq):
                 "sampler_choice": {"sampler": "cgs"}}]
     by = {s["system"]: s for s in ttq.summarize(results, "tomotopy-2")}
     assert by["tomotopy-2"]["target"] == -7.0             # median of -7.0, -6.9, -7.1
-    assert by["tomotopy-2"]["time"] == 20.0               # 20, 18, inf -> 20
+    assert by["tomotopy-2"]["time"] == 20.0               # the end of its budget, by definition
     # 5 + 5 * 0.2 / 0.4 = 7.5, 5 + 5 * 0.1 / 0.4 = 6.25, never -> median 7.5
     assert by["biglda"]["times"] == pytest.approx([7.5, 6.25, math.inf])
     assert by["biglda"]["time"] == pytest.approx(7.5)
@@ -57,3 +57,17 @@ def test_summary_takes_medians_and_the_ratio_to_the_reference(ttq):
         "workers": 2, "budgets": [10, 20], "repeats": 3, "machine": "m", "date": "d",
         "reference": "tomotopy-2"})
     assert "| 100 | biglda (cgs) | -7.0000 | 7.5 (6.2 - not reached) | 0.38 |" in md
+
+
+def test_the_reference_reaches_its_median_final_at_the_end_of_its_budget(ttq):
+    """Two runs: the median final lies between them, so one run never "reaches" it; the
+    reference's time is still its budget's end (the ratio must not become nan or 0)."""
+    ref = [_run((10, -7.5), (60, -7.0)), _run((10, -7.4), (62, -6.9))]
+    fast = [_run((10, -7.0), (60, -6.8)), _run((10, -6.9), (60, -6.7))]
+    results = [{"k": 100, "system": "tomotopy-2", **ref[0], "repeats": ref},
+               {"k": 100, "system": "biglda", **fast[0], "repeats": fast}]
+    by = {s["system"]: s for s in ttq.summarize(results, "tomotopy-2")}
+    assert by["tomotopy-2"]["time"] == 61.0 and by["tomotopy-2"]["ratio"] == 1.0
+    # -6.95: 10 + 50 * 0.05 / 0.2 = 22.5 and 10 (already there) -> 16.25
+    assert by["biglda"]["time"] == pytest.approx(16.25)
+    assert by["biglda"]["ratio"] == pytest.approx(16.25 / 61.0)

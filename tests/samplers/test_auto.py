@@ -73,10 +73,7 @@ def test_the_choice_is_in_the_start_record_and_the_model(local_cluster, corpus_u
     assert choice["reason"] and start["sampler_choice"] == choice
     assert model.attrs["sampler"] == expected
     assert model.attrs["config"]["sampler"] == expected  # what ran (a resume runs the same)
-    # init: auto at K=6 draws sequentially, recorded the same way
-    init = model.attrs["init_choice"]
-    assert init["requested"] == "auto" and init["method"] == "sequential" and init["reason"]
-    assert start["init_choice"] == init and model.attrs["config"]["init"] == "sequential"
+    assert model.attrs["config"]["init"] == "random"  # the default first topics
 
 
 def test_a_named_sampler_is_recorded_as_named(local_cluster, corpus_url, tmp_path):
@@ -84,10 +81,9 @@ def test_a_named_sampler_is_recorded_as_named(local_cluster, corpus_url, tmp_pat
 
     records = []
     model = train(corpus_url, str(tmp_path / "model.zarr"), n_topics=6, iterations=2,
-                  sampler="lightlda", init="random", scheduler=local_cluster,
+                  sampler="lightlda", init="sequential", scheduler=local_cluster,
                   checkpoint_every=0, on_record=records.append)
-    assert model.attrs["init_choice"] == {"requested": "random", "method": "random",
-                                          "reason": "named by the run"}
+    assert model.attrs["config"]["init"] == "sequential"
     assert model.attrs["sampler_choice"]["sampler"] == "lightlda"
     assert model.attrs["sampler_choice"]["requested"] == "lightlda"
     assert next(r for r in records if r["type"] == "start")["sampler_choice"] is None
@@ -103,6 +99,4 @@ def test_the_cli_prints_the_choice_in_one_line(local_cluster, corpus_url, tmp_pa
     printed = capsys.readouterr().out.splitlines()
     lines = [ln for ln in printed if ln.startswith("sampler auto")]
     assert lines == [lines[0]] and lines[0].startswith("sampler auto: cgs (small corpus")
-    assert [ln for ln in printed if ln.startswith("init auto")] == [
-        "init auto: sequential (K=6 <= 1000: each token drawn from the counts so far (O(K) "
-        "per token))"]
+    assert [ln for ln in printed if ln.startswith("layout: ")] == []  # --scheduler: none

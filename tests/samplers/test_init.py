@@ -1,5 +1,5 @@
 """The first topics (``init``): sequential draws against a NumPy reference, the anchor's
-alignment of shards against known topics, and ``auto``'s documented rule."""
+alignment of shards against known topics, and what the trainer records."""
 
 from __future__ import annotations
 
@@ -9,13 +9,7 @@ import pytest
 from biglda.corpus.synth import SynthSpec, generate
 from biglda.samplers import RandomKey, count_from_z, init_z
 from biglda.samplers.counts import joint_loglik
-from biglda.samplers.init import (
-    SEQUENTIAL_MAX_K,
-    anchor_counts,
-    anchor_documents,
-    choose_init,
-    sequential_z,
-)
+from biglda.samplers.init import anchor_counts, anchor_documents, sequential_z
 from biglda.samplers.rng import _next_float
 
 
@@ -127,17 +121,17 @@ def test_sequential_starts_far_above_random(corpus):
     assert ll["sequential"] > ll["random"] + 0.5, ll
 
 
-@pytest.mark.parametrize(("init", "k", "method"), [
-    ("auto", 2, "sequential"), ("auto", SEQUENTIAL_MAX_K, "sequential"),
-    ("auto", SEQUENTIAL_MAX_K + 1, "random"), ("random", 10, "random"),
-    ("sequential", 5000, "sequential")])
-def test_auto_follows_its_rule(init, k, method):
-    choice = choose_init(init, k)
-    assert choice.method == method and choice.reason
-
-
 def test_the_anchor_is_a_share_of_the_corpus_with_a_floor_per_topic():
     doc_ptr = np.arange(0, 100_001, 10)  # 10,000 docs of 10 tokens
     assert doc_ptr[anchor_documents(doc_ptr, 2)] == 100_000 // 50  # the share
     assert doc_ptr[anchor_documents(doc_ptr, 1000)] == 50 * 1000  # the floor per topic
     assert anchor_documents(doc_ptr, 10**6) == 10_000  # never past the corpus
+
+
+def test_a_doc_ptr_that_does_not_cover_the_tokens_is_refused(corpus):
+    """The kernel does not check bounds: the wrapper does (a short doc_ptr or one past N)."""
+    tokens, doc_ptr, phi = corpus
+    for bad in (doc_ptr[:3], np.array([0, len(tokens) + 5]), np.array([1, len(tokens)])):
+        with pytest.raises(AssertionError, match="doc_ptr"):
+            sequential_z(tokens[:100] if bad is doc_ptr[:3] else tokens, bad, 4,
+                         phi.shape[1], 0.1, 0.01, RandomKey(0, -1))
