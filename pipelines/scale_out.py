@@ -55,7 +55,7 @@ def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_toke
             "ll_per_token": [float(r["ll_per_token"]) for r in records], "wall_s": wall}
 
 
-def report(res: dict[str, dict]) -> list[str]:
+def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> list[str]:
     lines = ["| layout | tokens/s | pulled B/token | pushed B/token | kernel CPU µs/token | "
              "other CPU µs/token | LL/token per iteration |", "|---|---|---|---|---|---|---|"]
     for name, r in res.items():
@@ -65,9 +65,16 @@ def report(res: dict[str, dict]) -> list[str]:
                      f"{r['other_cpu_us_per_token']:.3f} | {lls} |")
 
     def ratio(a: str, b: str, key: str) -> str:
-        if a in res and b in res and res[b][key]:
-            return f"{res[a][key] / res[b][key]:.2f}x"
-        return "n/a"
+        """Ratio of the medians over the rounds, and its range over the rounds."""
+        if not (runs and a in runs and b in runs):
+            return "n/a"
+        pairs = [(x[key], y[key]) for x, y in zip(runs[a], runs[b], strict=True) if y[key]]
+        if not pairs:
+            return "n/a"
+        med = (statistics.median(x for x, _ in pairs) / statistics.median(y for _, y in pairs))
+        per = [x / y for x, y in pairs]
+        spread = f" (rounds {min(per):.2f} – {max(per):.2f})" if len(per) > 1 else ""
+        return f"{med:.2f}x{spread}"
 
     lines += ["", f"- 16 vs 2 shards on 2 processes, tokens/s: "
               f"{ratio('2p/16s', '2x1', 'tokens_per_s')} (target >= 0.8x)",
@@ -113,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(args.out, "scale_out.json"), "w") as f:
         json.dump({"n_tokens": n_tokens, "topics": args.topics, "sampler": args.sampler,
                    "iterations": args.iterations, "runs": runs}, f, indent=1)
-    print("\n".join(report(res)))
+    print("\n".join(report(res, runs)))
     return 0
 
 
