@@ -22,6 +22,7 @@ import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -127,7 +128,9 @@ def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int =
     """
     from biglda.corpus import write_corpus
     from biglda.corpus.synth import SynthSpec, generate
-    from biglda.model.training import train
+    from biglda.trainer.cluster import connect
+    from biglda.trainer.config import TrainConfig, validate
+    from biglda.trainer.run import run_training
 
     layouts = layouts or candidates(os.cpu_count() or 1)
     tokens, doc_ptr, phi, _ = generate(SynthSpec(
@@ -139,11 +142,14 @@ def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int =
         write_corpus(url, tokens, doc_ptr, [f"w{i}" for i in range(phi.shape[1])])
         for _ in range(repeats):
             for p, t in layouts:
-                records: list[dict[str, Any]] = []
-                train(url, os.path.join(tmp, f"{p}x{t}.zarr"), n_topics=MEASURE_TOPICS,
-                      iterations=iterations, workers=p, threads_per_worker=t, seed=0,
-                      checkpoint_every=0, top_words_every=0, overwrite=True,
-                      on_record=records.append)
+                records: list[Mapping[str, Any]] = []
+                cfg = TrainConfig(n_topics=MEASURE_TOPICS, iterations=iterations, seed=0,
+                                  sampler="cgs", checkpoint_every=0, top_words_every=0,
+                                  workers=p, threads_per_worker=t).validated()
+                with connect(None, p, t) as client:
+                    run_training(client, validate(url, None, cfg, False), cfg,
+                                 out=os.path.join(tmp, f"{p}x{t}.zarr"),
+                                 on_record=[records.append])
                 its = [r["tokens_per_s"] for r in records if r["type"] == "iteration"]
                 rates[f"{p}x{t}"].append(float(statistics.median(its[2:] or its)))
                 log.info("layout %dx%d: %.2f M tokens/s", p, t, rates[f"{p}x{t}"][-1] / 1e6)
