@@ -199,7 +199,7 @@ def run_lda(job: dict, clock: Clock) -> None:
             return
 
 
-def run_biglda(job: dict, clock: Clock, sampler: str = "auto", init: str = "auto") -> None:
+def run_biglda(job: dict, clock: Clock, sampler: str = "auto", init: str = "random") -> None:
     from biglda.model import load
     from biglda.model.training import train_to_store as train
 
