@@ -125,6 +125,9 @@ def test_import_biglda_does_not_import_cuda():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+# 100 s of the CUDA simulator (a third of the fast suite's GPU time); the GPU worker path on
+# the simulator stays in the fast suite through test_heterogeneous's mixed job (4 s)
+@pytest.mark.slow
 def test_explicit_gpu_runs_end_to_end_on_the_cuda_simulator(tmp_path):
     """How CPU-only CI runs ``--backend gpu``: the CLI with the simulator on in its environment
     (the embedded workers inherit it). Oracle: the model's n_wk rows sum to the word counts."""
