@@ -17,7 +17,7 @@ from typing import IO
 
 import fsspec
 
-from biglda.errors import OutputExistsError
+from biglda.errors import BigLDAError, OutputExistsError
 
 
 def split_url(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -49,6 +49,23 @@ def check_output(url: str, *, overwrite: bool) -> None:
     if not overwrite and exists(url):
         raise OutputExistsError(f"output {os.fspath(url)} already exists (use --overwrite to "
                                 "replace it)")
+
+
+def check_writable(out: str) -> None:
+    """Fail before any work when a local ``out`` cannot be written (its folder is made).
+
+    Remote stores are left to their first write.
+    """
+    if "://" in out and not out.startswith("file://"):
+        return
+    path = out.removeprefix("file://")
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BigLDAError(f"cannot write {out}: Permission denied")
 
 
 def _sibling(url: str, tag: str) -> str:

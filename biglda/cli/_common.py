@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 
@@ -26,19 +25,3 @@ def check_positive(name: str, value: int) -> None:
     """Refuse a count below 1, naming its flag ``name``."""
     if value < 1:
         raise BigLDAError(f"{name} must be at least 1, got {value}")
-
-
-def check_writable_dir(out: str) -> None:
-    """Create the folder of a local output ``out`` and check that it can be written.
-
-    Done before any work starts; URLs are left to the writer.
-    """
-    if "://" in out:
-        return
-    folder = os.path.dirname(os.path.abspath(out))
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise BigLDAError(f"cannot write {out}: Permission denied")

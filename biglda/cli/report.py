@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from biglda.cli._common import aligned, check_writable_dir
+from biglda.cli._common import aligned
 from biglda.errors import BigLDAError
+from biglda.io import check_writable
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +40,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.top_n < 1:
         raise BigLDAError(f"--top-n must be >= 1, got {args.top_n}")
     check_output(args.out, overwrite=args.overwrite)
-    check_writable_dir(args.out)
+    check_writable(args.out)
     # The report lives in the dashboards package, which biglda never imports directly.
     found = entry_points(group="biglda.reports", name="html")
     if not found:

@@ -39,7 +39,7 @@ from biglda.corpus.tokenizer import DEFAULT_TOKEN_PATTERN, Tokenizer, load_stopw
 from biglda.corpus.vocab import DEFAULT_MIN_DF, VocabFilter, frequency_order
 from biglda.corpus.writer import CorpusWriter
 from biglda.errors import BigLDAError, ConfigError, InputError
-from biglda.io import atomic_output, check_output
+from biglda.io import atomic_output, check_output, check_writable
 
 log = logging.getLogger(__name__)
 
@@ -91,20 +91,6 @@ class _Vocabulary:
     doc_freq: np.ndarray  # int64 [V]
     n_docs: int
     n_tokens: int
-
-
-def _check_writable(out: str) -> None:
-    """Fail before any work when a local ``out`` cannot be written (its folder is made)."""
-    if "://" in out and not out.startswith("file://"):
-        return  # remote stores: the first write says
-    path = out.removeprefix("file://")
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise BigLDAError(f"cannot write {out}: Permission denied")
 
 
 def _resolve_jobs(jobs: int | None, sources: list[Source]) -> int:
@@ -214,7 +200,7 @@ def ingest(
     out = str(out).rstrip("/")
     check_output(out, overwrite=overwrite)
     sources = resolve_sources(inputs, format)
-    _check_writable(out)
+    check_writable(out)
     settings = _settings(sources, lowercase=lowercase, token_pattern=token_pattern,
                          pretokenized=pretokenized, stopwords=stopwords, min_df=min_df,
                          max_df=max_df, max_vocab=max_vocab, min_doc_length=min_doc_length,

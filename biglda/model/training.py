@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from biglda.errors import BigLDAError, InputError, Interrupted
+from biglda.io import check_writable
 from biglda.model.topic_model import TopicModel
 
 log = logging.getLogger("biglda.train")
@@ -217,7 +218,7 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
     cfg = TrainConfig.from_settings(config, **overrides)
     log.info("training K=%d on %s -> %s", cfg.n_topics, corpus, out)
     corpus_obj = validate(corpus, out, cfg)
-    _check_writable(out)  # before a cluster starts
+    check_writable(out)  # before a cluster starts
     if cfg.backend == "gpu" and cfg.scheduler is None:  # the embedded workers are this machine's
         from biglda.samplers.backends import require_gpu
 
@@ -261,23 +262,6 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
 # read-only filesystem, no permission, a file where a folder should be
 _WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
                  errno.ENOTDIR, errno.EFBIG}
-
-
-def _check_writable(out: str) -> None:
-    """Fail before any work when a local ``out`` cannot be written.
-
-    Its folder is made (``out`` and its checkpoint sibling live there). Remote stores: the
-    first write says.
-    """
-    if "://" in out and not out.startswith("file://"):
-        return
-    folder = os.path.dirname(os.path.abspath(out.removeprefix("file://")))
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise BigLDAError(f"cannot write {out}: {exc.strerror or type(exc).__name__}") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise BigLDAError(f"cannot write {out}: Permission denied")
 
 
 def _drop_uncommitted_checkpoint(out: str, cfg: Any) -> None:
