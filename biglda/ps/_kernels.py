@@ -364,3 +364,53 @@ def subtract_sorted(rows: np.ndarray, topics: np.ndarray, counts: np.ndarray,
     # some pair is missing: the slow, general way
     return merge_coo(np.concatenate([rows, sub_rows]), np.concatenate([topics, sub_topics]),
                      np.concatenate([counts, -sub_counts]), n_topics)
+
+
+@numba.njit(nogil=True, cache=True)
+def _add_sorted(r1, t1, c1, r2, t2, c2, out_r, out_t, out_c):  # pragma: no cover - jit
+    """Merge two COO lists sorted by (row, topic), each unique; sum pairs; drop zeros."""
+    i = j = m = 0
+    while i < r1.shape[0] or j < r2.shape[0]:
+        if j == r2.shape[0] or (i < r1.shape[0] and (r1[i] < r2[j] or (
+                r1[i] == r2[j] and t1[i] < t2[j]))):
+            r, t, c = r1[i], t1[i], c1[i]
+            i += 1
+        elif i == r1.shape[0] or r2[j] < r1[i] or t2[j] < t1[i]:
+            r, t, c = r2[j], t2[j], c2[j]
+            j += 1
+        else:
+            r, t, c = r1[i], t1[i], c1[i] + c2[j]
+            i += 1
+            j += 1
+        if c != 0:
+            out_r[m] = r
+            out_t[m] = t
+            out_c[m] = c
+            m += 1
+    return m
+
+
+def add_sorted(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sum two COO deltas ``(rows, topics, counts)``, each sorted by (row, topic) and unique.
+
+    O(len(a) + len(b)), no sort. The result is sorted and unique, without zeros.
+
+    Examples
+    --------
+    >>> r, t, c = add_sorted((np.array([0, 2]), np.array([1, 0]), np.array([3, 1])),
+    ...                      (np.array([0, 2, 3]), np.array([1, 1, 0]), np.array([-3, 2, 5])))
+    >>> r.tolist(), t.tolist(), c.tolist()
+    ([2, 2, 3], [0, 1, 0], [1, 2, 5])
+    """
+    r1, t1, c1 = (np.asarray(x) for x in a)
+    r2, t2, c2 = (np.asarray(x) for x in b)
+    n = len(r1) + len(r2)
+    out_r = np.empty(n, dtype=np.int64)
+    out_t = np.empty(n, dtype=np.int32)
+    out_c = np.empty(n, dtype=np.int32)
+    m = _add_sorted(r1.astype(np.int64, copy=False), t1.astype(np.int32, copy=False),
+                    c1.astype(np.int32, copy=False), r2.astype(np.int64, copy=False),
+                    t2.astype(np.int32, copy=False), c2.astype(np.int32, copy=False),
+                    out_r, out_t, out_c)
+    return out_r[:m], out_t[:m], out_c[:m]

@@ -153,6 +153,10 @@ class TableShard:
         self.pull_merged = 0       # entries summed when a reply has several parts
         self.pull_own = 0          # the puller's own entries taken out of D_c slices
         self.pull_entries_out = 0  # (word, topic) entries sent
+        # writer -> (clock, its offers of that clock so far): early updates, see offer()
+        self._offers: dict[int, tuple[int, list[tuple[np.ndarray, ...]]]] = {}
+        self.offer_entries_in = 0
+        self.offer_entries_out = 0
 
     # -- pushes -------------------------------------------------------------------------
     def push(self, shard: int, clock: int, words: np.ndarray, topics: np.ndarray,
@@ -179,6 +183,9 @@ class TableShard:
         self.n_k += dk
         self.applied[shard] = clock
         self.n_pushes += 1
+        kept = self._offers.get(shard)
+        if kept is not None and kept[0] <= clock:  # the push holds every move they previewed
+            del self._offers[shard]
         if log:
             self._log.setdefault(clock, []).append(LogEntry(shard, rows, topics, counts, dk))
         low = int(self.applied.min())
@@ -410,6 +417,74 @@ class TableShard:
                 del self._log[c]
         # clocks not complete stay: the slowest shard's snapshot and the folds need them
 
+    # -- managed communication ----------------------------------------------------------
+    def offer(self, shard: int, clock: int, words: np.ndarray, topics: np.ndarray,
+              counts: np.ndarray) -> int:
+        """Keep an early update of shard ``shard``'s ``clock`` for the other readers.
+
+        Not applied to the table, not logged, not in the log-likelihood: the clock's push
+        stays the record (it holds these moves too), and the offers of a clock are dropped the
+        moment it arrives. Readers fold offers into their caches and take them out again
+        when they receive the clock (:class:`biglda.ps.managed.EarlyUpdates`). An offer of a
+        clock already pushed (a late call) is ignored. Returns how many offers of that clock
+        the writer has here (0: ignored).
+        """
+        shard, clock = int(shard), int(clock)
+        if clock <= self.applied[shard] or len(words) == 0:
+            return 0
+        rows = (np.asarray(words) - self.row_start).astype(np.int32, copy=False)
+        if rows.min() < 0 or rows.max() >= len(self.n_wk):
+            raise ValueError(f"offer to table shard {self.index} has word ids outside "
+                             f"[{self.row_start}, {self.row_stop})")
+        kept = self._offers.get(shard)
+        if kept is None or kept[0] != clock:  # (an older clock's offers went with its push)
+            kept = self._offers[shard] = (clock, [])
+        kept[1].append((rows, np.asarray(topics).astype(np.int32, copy=False),
+                        np.asarray(counts).astype(np.int32, copy=False)))
+        self.offer_entries_in += len(rows)
+        self.bytes_in += 3 * rows.nbytes
+        return len(kept[1])
+
+    def offers(self, shard: int, got: np.ndarray, received: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Other writers' offers the reader ``shard`` lacks, on its rows.
+
+        ``got`` int64 [n_shards, 2]: per writer, the clock of the offers the reader has and
+        how many of them (``got[w] = (clock, n)``); ``received``: what it has of the table
+        (its pull state). An offer of writer ``w``'s clock ``c`` goes only to a reader that
+        has received ``w``'s clock ``c - 1`` and not ``c``: it is a change of the state the
+        reader holds, so a count it previews never goes below zero there. Returns ``(got',
+        writers, words (global), topics, counts)``, entry by entry; the clock of an entry is
+        ``got'[writer, 0]``. The work is proportional to the offers kept (of clocks not
+        pushed yet), not to the number of readers.
+        """
+        shard = int(shard)
+        mask = self._masks.get(shard)
+        if mask is None:
+            raise RuntimeError(f"shard {shard} asked table shard {self.index} for offers "
+                               f"before attach")
+        got = np.array(got, dtype=np.int64).reshape(self.n_shards, 2)
+        received = np.asarray(received, dtype=np.int64)
+        skip = {shard, *self._members.get(shard, np.zeros(0, np.int64)).tolist()}
+        parts = []
+        for writer, (clock, kept) in self._offers.items():
+            if writer in skip or received[writer] != clock - 1:
+                continue
+            start = int(got[writer, 1]) if got[writer, 0] == clock else 0
+            for rows, topics, counts in kept[start:]:
+                keep = mask[rows]
+                parts.append((np.full(int(keep.sum()), writer, np.int32), rows[keep],
+                              topics[keep], counts[keep]))
+            got[writer] = clock, len(kept)
+        if parts:
+            writers, rows, topics, counts = (np.concatenate(x) for x in zip(*parts, strict=True))
+        else:
+            writers = rows = topics = counts = _EMPTY
+        words = rows + np.int32(self.row_start)
+        self.offer_entries_out += len(words)
+        self.bytes_out += 4 * words.nbytes
+        return got, writers, words, topics, counts
+
     # -- read-outs ----------------------------------------------------------------------
     def snapshot(self, clock: int) -> tuple[float, np.ndarray] | None:
         """``(row_ll, n_k part)`` when every shard's push of ``clock`` had arrived (popped)."""
@@ -453,4 +528,7 @@ class TableShard:
                 "pull_rows_probed": self.pull_rows_probed,
                 "pull_gathered": self.pull_gathered, "pull_log_scanned": self.pull_log_scanned,
                 "pull_merged": self.pull_merged, "pull_own": self.pull_own,
-                "pull_entries_out": self.pull_entries_out}
+                "pull_entries_out": self.pull_entries_out,
+                "offers_kept": sum(len(v[1]) for v in self._offers.values()),
+                "offer_entries_in": self.offer_entries_in,
+                "offer_entries_out": self.offer_entries_out}

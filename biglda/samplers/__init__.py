@@ -11,7 +11,7 @@ Public API (see docs/contracts.md, section "samplers"):
 - :func:`fit_local` / :class:`LocalFit` — the training loop in one process.
 """
 
-from biglda.samplers.base import Sampler, SweepResult
+from biglda.samplers.base import Sampler, SweepResult, combine_sweeps
 from biglda.samplers.counts import (
     MAX_TOPICS,
     check_n_topics,
@@ -44,6 +44,7 @@ __all__ = [
     "SweepResult",
     "available_samplers",
     "check_n_topics",
+    "combine_sweeps",
     "count_from_z",
     "doc_loglik",
     "doc_topic_counts",

@@ -36,6 +36,21 @@ class SweepResult:
     seconds: float
 
 
+def combine_sweeps(tokens: np.ndarray, z_old: np.ndarray, z: np.ndarray, n_rows: int,
+                   n_topics: int, parts: list[SweepResult]) -> SweepResult:
+    """One SweepResult for a range swept in parts (rounds of documents, each its own sweep).
+
+    The delta is that of all moves ``z_old -> z`` (so it is unique and sorted, as a sweep's);
+    tokens and seconds add up, the acceptance rate is the token-weighted mean.
+    """
+    words, topics, counts, delta_k = _sweep_delta(tokens, z_old, z, n_rows, n_topics)
+    rates = [(p.accept_rate, p.n_tokens) for p in parts if p.accept_rate is not None]
+    n = sum(t for _, t in rates)
+    return SweepResult(words, topics, counts, delta_k, sum(p.n_tokens for p in parts),
+                       sum(a * t for a, t in rates) / n if rates and n else None,
+                       sum(p.seconds for p in parts))
+
+
 def as_alpha(alpha, n_topics: int) -> np.ndarray:
     """``alpha`` (a scalar or K values) as a positive float64 [K] array; ConfigError otherwise."""
     a = np.asarray(alpha, dtype=np.float64)

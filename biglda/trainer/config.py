@@ -241,6 +241,12 @@ class TrainConfig:
                                 parse=parse_staleness, metavar="S", stored=True,
                                 help="SSP staleness in clocks: 0 = BSP (default), N, or inf "
                                      "(asynchronous)")
+    comm_budget: float = _setting(0.0, flag="--comm-budget", check=_non_negative, parse=float,
+                                  metavar="MB/S", stored=True,
+                                  help="managed communication: each worker process sends "
+                                       "its largest changes early, up to this many MB/s, "
+                                       "between rounds of a clock (0 = off, the default; "
+                                       "runs are then no longer bit-reproducible)")
     seed: int = _setting(0, flag="--seed", check=_int(), parse=int, stored=True,
                          help="all randomness is keyed by (seed, iteration, shard) (default 0)")
     checkpoint_every: int = _setting(10, flag="--checkpoint-every", check=_int(0), parse=int,

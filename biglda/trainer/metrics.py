@@ -51,6 +51,8 @@ class ShardClockStats(TypedDict, total=False):
     kernel_cpu_s: float            # CPU s of the sweep (this thread)
     process_cpu_s: float           # CPU s of the worker process over the clock
     alpha_hist: list[np.ndarray]   # [count_hist, length_hist] when alpha is optimized next
+    bytes_early_sent: int          # managed communication (--comm-budget): offers sent
+    bytes_early_received: int      # and received over the clock
 
 
 def shard_clock_stats(*, shard: int, worker: str, backend: str, clock: int, res: Any,
@@ -92,6 +94,8 @@ class IterationRecord(TypedDict, total=False):
     clock_spread: int
     bytes_pushed: int
     bytes_pulled: int
+    bytes_early_sent: int      # managed communication; 0 without --comm-budget
+    bytes_early_received: int
     accept_rate: float | None
     eta_s: float
     ps_overhead: float | None
@@ -251,6 +255,8 @@ def iteration_record(frame: ClockFrame, c: int, stats: dict[int, ShardClockStats
         clocks=worker_clock, clock_spread=int(max(clocks) - min(clocks)),
         bytes_pushed=int(sum(r["bytes_pushed"] for r in rows)),
         bytes_pulled=int(sum(r["bytes_pulled"] for r in rows)),
+        bytes_early_sent=int(sum(r.get("bytes_early_sent", 0) for r in rows)),
+        bytes_early_received=int(sum(r.get("bytes_early_received", 0) for r in rows)),
         accept_rate=(sum(a * n for a, n in accepts) / sum(n for _, n in accepts)
                      if accepts else None),
         eta_s=max(0.0, (frame.n_iterations - (c + 1)) * mean_it),

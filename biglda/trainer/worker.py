@@ -15,7 +15,9 @@ pipelines/README.md). The driver submits :func:`run_group_failfast`, which seced
 worker's thread pool (so a task stuck on a dead actor does not hold the thread a recovered
 run needs). Each worker runs its actors' sync methods in a separate actor thread and
 ``async`` ones (the clock) on its event loop, so a task waiting on a clock never blocks an
-actor. A GPU worker runs one thread.
+actor. A GPU worker runs one thread. With ``--comm-budget`` each thread sweeps a clock in
+rounds of documents, and between rounds the process sends and receives early updates
+(:mod:`biglda.ps.managed`, :func:`_sweep_rounds`).
 
 Every parameter-server call goes through the client (:class:`biglda.ps.PSClient`) and has a
 timeout; a clock wait is a sequence of short server-side waits, so a lost clock actor surfaces
@@ -24,6 +26,7 @@ as a :class:`biglda.errors.ClusterError`.
 
 from __future__ import annotations
 
+import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -37,6 +40,8 @@ from biglda.trainer import checkpoint as ckpt
 from biglda.trainer.alpha import alpha_due
 from biglda.trainer.config import TrainConfig
 from biglda.trainer.metrics import ShardClockStats, shard_clock_stats
+
+_EMPTY32 = np.zeros(0, dtype=np.int32)
 
 
 @dataclass(frozen=True)
@@ -218,6 +223,7 @@ class _ProcessState:
             self.threads.append(_ThreadPart(self.shards[first:first + n]))
             first += n
         self.attached = False
+        self.early: Any = None  # EarlyUpdates once attached, with --comm-budget
 
 
 class _ThreadPart:
@@ -229,6 +235,21 @@ class _ThreadPart:
         self.lo, self.hi = shards[0].lo, shards[-1].hi
         self.doc_ptr = np.concatenate([[0]] + [st.doc_ptr[1:] + (st.lo - self.lo)
                                                for st in shards]).astype(np.int64)
+        self._rounds: list[tuple[int, int, np.ndarray]] = []
+
+    def rounds(self, n: int) -> list[tuple[int, int, np.ndarray]]:
+        """``n`` runs of whole documents with about equal tokens: ``(lo, hi, doc_ptr)``.
+
+        ``lo``/``hi`` are token offsets in the thread's range, ``doc_ptr`` from 0 (managed
+        communication sweeps a clock in rounds).
+        """
+        if len(self._rounds) != n:
+            ptr = self.doc_ptr
+            cuts = np.searchsorted(ptr, np.linspace(0, ptr[-1], n + 1)[1:-1])
+            docs = np.concatenate([[0], cuts, [len(ptr) - 1]]).astype(np.int64)
+            self._rounds = [(int(ptr[a]), int(ptr[b]), ptr[a:b + 1] - ptr[a])
+                            for a, b in itertools.pairwise(docs)]
+        return self._rounds
 
 
 def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
@@ -322,6 +343,64 @@ def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], po
     return out
 
 
+def _sweep_rounds(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
+                  clock: int, alpha: np.ndarray, slow: float
+                  ) -> tuple[list[tuple[Any, float]], tuple[int, int]]:
+    """:func:`_sweep_threads` in rounds, with managed communication between them.
+
+    Each thread sweeps its range in :data:`biglda.ps.managed.ROUNDS` runs of documents (the
+    threads concurrently, round by round; round ``r`` draws from the stream ``(seed, clock,
+    shard, r)``). Between rounds the process sends the largest of its changes so far as the
+    budget allows and folds what the others sent into its cache and the threads' copies.
+    ``slow`` (the debug slowdown) is spread over the rounds. Returns each thread's
+    ``(SweepResult of the whole clock, CPU s)`` and the early bytes ``(sent, received)``.
+    """
+    from biglda.ps.managed import ROUNDS
+    from biglda.samplers import RandomKey, SweepResult, combine_sweeps
+
+    cfg, cache, early = spec.cfg, proc.cache, proc.early
+    tables = [(cache.n_wk, cache.n_k)] + [(cache.n_wk.copy(), cache.n_k.copy())
+                                          for _ in proc.threads[1:]]
+    z_old = [proc.z[part.lo:part.hi].copy() for part in proc.threads]
+    sent0, got0 = early.bytes_sent, early.bytes_received
+    early.start_clock(time.time())
+    parts: list[list[Any]] = [[] for _ in proc.threads]
+    cpu = [0.0] * len(proc.threads)
+
+    def sweep(i: int, r: int) -> tuple[Any, float]:
+        part, (n_wk, n_k) = proc.threads[i], tables[i]
+        lo, hi, doc_ptr = part.rounds(ROUNDS)[r]
+        if hi == lo:  # (a range of fewer documents than rounds)
+            return SweepResult(_EMPTY32, _EMPTY32, _EMPTY32, np.zeros(cfg.n_topics, np.int64),
+                               0, None, 0.0), 0.0
+        c0 = time.thread_time()
+        res = samplers[i].sweep(cache.tokens[part.lo + lo:part.lo + hi], doc_ptr,
+                                proc.z[part.lo + lo:part.lo + hi], n_wk, n_k, alpha, cfg.beta,
+                                spec.n_words, RandomKey(cfg.seed, clock, part.key_shard, r))
+        return res, time.thread_time() - c0
+
+    for r in range(ROUNDS):
+        futs = [pool.submit(sweep, i, r) for i in range(1, len(proc.threads))]
+        out = [sweep(0, r)] + [f.result() for f in futs]
+        if slow:
+            time.sleep(slow / ROUNDS)
+        for i, (res, c) in enumerate(out):
+            parts[i].append(res)
+            cpu[i] += c
+        if r + 1 < ROUNDS:  # (after the last round the push sends everything)
+            early.add([(res.delta_words, res.delta_topics, res.delta_counts) for res, _ in out])
+            early.send(spec.ps.tables, clock, time.time(), cfg.call_timeout)
+            early.receive(spec.ps.tables, tables, cfg.call_timeout)
+    results = []
+    for i, part in enumerate(proc.threads):
+        results.append((combine_sweeps(cache.tokens[part.lo:part.hi], z_old[i],
+                                       proc.z[part.lo:part.hi], cache.n_local, cfg.n_topics,
+                                       parts[i]), cpu[i]))
+    cache.merge_in([(r.delta_words, r.delta_topics, r.delta_counts, r.delta_k)
+                    for r, _ in results[1:]])
+    return results, (early.bytes_sent - sent0, early.bytes_received - got0)
+
+
 def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
                  clock: int, alpha: np.ndarray, worker: str, backend: str, t0: float,
                  cpu0: float) -> dict[int, ShardClockStats]:
@@ -339,16 +418,27 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     upto = clock - 1 if cfg.staleness == 0 else ALL_CLOCKS
     pulled = (cache.refresh(spec.ps.tables, upto, cfg.call_timeout) if proc.attached else
               cache.attach(spec.ps.tables, upto, cfg.call_timeout))
+    if cfg.comm_budget > 0:
+        if proc.early is None:
+            from biglda.ps.managed import EarlyUpdates
+
+            n_shards = len(cache.received[0]) if cache.received[0] is not None else 0
+            proc.early = EarlyUpdates(cache, cfg.comm_budget * 1e6, n_shards)
+        proc.early.settle()  # the clocks just pulled replace what their offers previewed
     proc.attached = True
     t_pull = time.time()
-    results = _sweep_threads(spec, proc, samplers, pool, clock, alpha)
     # debug: artificially slow shards, and a worker slow per shard it sweeps (as if each
     # thread slept after each of its shards)
     per_shard = float(cfg.slow_workers.get(worker, 0.0))
     slow = max(sum(float(cfg.slow_shards.get(st.index, 0.0)) + per_shard for st in part.shards)
                for part in proc.threads)
-    if slow:
-        time.sleep(slow)
+    if proc.early is None:
+        results = _sweep_threads(spec, proc, samplers, pool, clock, alpha)
+        if slow:
+            time.sleep(slow)
+        early_bytes = (0, 0)
+    else:
+        results, early_bytes = _sweep_rounds(spec, proc, samplers, pool, clock, alpha, slow)
     t_sweep = time.time()
     doc_ll = {st.index: float(doc_loglik(st.doc_ptr, st.z, alpha, cfg.n_topics))
               for st in proc.shards}
@@ -370,6 +460,9 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
              "push": t_push, "end": time.time()}
     stats = _shard_stats(proc, results, times, worker, backend, clock, doc_ll,
                          (pulled, pushed), wrote, time.process_time() - cpu0)
+    if proc.early is not None:
+        lead = stats[proc.shards[0].index]
+        lead["bytes_early_sent"], lead["bytes_early_received"] = early_bytes
     if done < spec.stop_clock and alpha_due(done, cfg.optimize_alpha_every, cfg.alpha_burn_in):
         for st in proc.shards:
             stats[st.index]["alpha_hist"] = _hist_stats(st.doc_ptr, st.z, cfg.n_topics)

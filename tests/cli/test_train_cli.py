@@ -66,7 +66,8 @@ def test_train_embedded_cluster(corpus_url, tmp_path, capsys):
     assert records[0]["type"] == "start" and records[-1]["type"] == "end"
     assert records[-1]["status"] == "ok"
     for key in ("ll_per_token", "tokens_per_s", "tokens_per_s_per_worker", "clocks",
-                "clock_spread", "bytes_pushed", "bytes_pulled", "accept_rate", "eta_s",
+                "clock_spread", "bytes_pushed", "bytes_pulled", "bytes_early_sent",
+                "bytes_early_received", "accept_rate", "eta_s",
                 "ps_overhead", "top_words", "run_id", "elapsed", "n_iterations"):
         assert key in its[-1]
     assert len(its[-1]["tokens_per_s_per_worker"]) == 2

@@ -25,7 +25,8 @@ ITERATIONS = 24
 ITERATION_FIELDS = {
     "type", "run_id", "iteration", "n_iterations", "elapsed", "ll_per_token", "tokens_per_s",
     "tokens_per_s_per_worker", "clocks", "clock_spread", "bytes_pushed", "bytes_pulled",
-    "accept_rate", "eta_s", "ps_overhead", "top_words",
+    "bytes_early_sent", "bytes_early_received", "accept_rate", "eta_s", "ps_overhead",
+    "top_words",
 }
 
 

@@ -53,3 +53,18 @@ def test_threads_and_shards_share_one_process_cache(threaded_cluster, synth_corp
         np.testing.assert_array_equal(second.z[s.index], straight.z[s.index])
         np.testing.assert_array_equal(again.z[s.index], straight.z[s.index])
     assert second.history[-1]["ll"] == pytest.approx(straight.history[-1]["ll"], rel=1e-12)
+
+
+def test_managed_communication_with_threads_and_shards(threaded_cluster, synth_corpus,
+                                                       recount):
+    """--comm-budget with 2 threads x 3 shards per process: rounds of each thread's range,
+    offers folded into the cache and the threads' copies; the table stays the recount."""
+    url, _ = synth_corpus
+    r = _run(threaded_cluster, url, iterations=4, checkpoint_every=0, staleness=1,
+             comm_budget=5.0)
+    n_wk, n_k, _ = recount(url, r)
+    np.testing.assert_array_equal(r.n_wk, n_wk)
+    np.testing.assert_array_equal(r.n_k, n_k)
+    assert sum(h["bytes_early_sent"] for h in r.history) > 0
+    assert sum(h["bytes_early_received"] for h in r.history) > 0
+    assert all(i["offers_kept"] == 0 for i in r.ps_info)  # every clock's push dropped them

@@ -1,0 +1,176 @@
+"""Managed communication (``biglda.ps.managed``): early updates under a byte budget.
+
+Oracles: the books (a cache after receiving is exactly "table as received + own moves +
+what the others sent early", and after the next pull exactly the table again: BSP's
+invariant), the selection (the budget's number of entries, largest relative magnitude
+first) and the server's delivery rules (an offer of clock c only to a reader holding the
+writer's c - 1; dropped by the clock's push; a late one ignored).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from biglda.ps import ProcessCache, TableShard
+from biglda.ps._kernels import add_coo
+from biglda.ps.calls import InProcess
+from biglda.ps.client import TableClient
+from biglda.ps.managed import ENTRY_BYTES, EarlyUpdates
+from biglda.ps.sizing import row_bounds
+
+K = 5
+
+
+def _moves(rng, n_wk: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
+    """Up to ``n`` token moves on the table ``n_wk`` (never below zero), as a merged delta."""
+    w = rng.choice(len(n_wk), min(n, len(n_wk)), replace=False)
+    t_from = n_wk[w].argmax(1)
+    ok = n_wk[w, t_from] > 0
+    w, t_from = w[ok], t_from[ok]
+    t_to = rng.integers(0, K, len(w))
+    flat = np.concatenate([w * K + t_from, w * K + t_to])
+    cnt = np.concatenate([-np.ones(len(w)), np.ones(len(w))])
+    uniq, inv = np.unique(flat, return_inverse=True)
+    summed = np.bincount(inv, weights=cnt).astype(np.int32)
+    keep = summed != 0
+    words = (uniq[keep] // K).astype(np.int32)
+    topics = (uniq[keep] % K).astype(np.int32)
+    dk = np.zeros(K, dtype=np.int64)
+    np.add.at(dk, topics, summed[keep])
+    return words, topics, summed[keep], dk
+
+
+def _dense(cache, words, topics, counts) -> np.ndarray:
+    out = np.zeros((cache.n_local, K), dtype=np.int64)
+    np.add.at(out, (np.asarray(words, np.int64), topics), counts)
+    return out
+
+
+def _setup(rng, groups, n_words=40, n_parts=2, n_tokens=80):
+    bounds = row_bounds(n_words, n_parts)
+    n_shards = sum(len(g) for g in groups)
+    actors = [TableShard(a, int(bounds[a]), int(bounds[a + 1]), K, n_shards, 0.1)
+              for a in range(n_parts)]
+    tables = TableClient(tuple(InProcess(a) for a in actors), bounds)
+    caches, truth, mine = [], np.zeros((n_words, K), dtype=np.int64), []
+    for members in groups:
+        tokens = rng.integers(0, n_words, n_tokens).astype(np.int32)
+        cache = ProcessCache(members[0], members, tokens, bounds, K)
+        init = np.zeros((cache.n_local, K), dtype=np.int32)
+        np.add.at(init, (cache.tokens, rng.integers(0, K, len(tokens))), 1)
+        cache.push_counts(tables, -1, init, 5.0)
+        cache.push_members(tables, -1, 5.0, log=False)
+        truth[cache.vocab] += init
+        caches.append(cache)
+        mine.append(init.copy())  # the counts of this process's own tokens
+    return actors, tables, caches, truth, n_shards, mine
+
+
+def test_early_updates_keep_the_books_exact():
+    """BSP, three processes, three rounds a clock, a budget that sends part of the changes."""
+    rng = np.random.default_rng(7)
+    actors, tables, caches, truth, n_shards, mine = _setup(rng, [[0, 1], [2], [3, 4]])
+    early = []
+    for clock in range(5):
+        for i, cache in enumerate(caches):
+            if clock == 0:
+                cache.attach(tables, clock - 1, 5.0)
+                early.append(EarlyUpdates(cache, 1.0, n_shards))
+            else:
+                cache.refresh(tables, clock - 1, 5.0)
+            early[i].settle()
+            # exactly the table after the previous clock: every preview was taken out
+            np.testing.assert_array_equal(cache.n_wk, truth[cache.vocab])
+            assert early[i].outstanding() == 0
+            early[i].start_clock(0.0)
+        own = [np.zeros((c.n_local, K), np.int64) for c in caches]  # own moves this clock
+        sent_global = [np.zeros_like(truth) for _ in caches]  # what each sent early
+        deltas: list[list[tuple[np.ndarray, ...]]] = [[] for _ in caches]
+        for r in range(3):
+            for i, cache in enumerate(caches):
+                words, topics, counts, dk = _moves(rng, mine[i], 6)  # of its own tokens
+                add_coo(mine[i], words.astype(np.int64), topics, counts)
+                add_coo(cache.n_wk, words.astype(np.int64), topics, counts)
+                cache.n_k += dk
+                own[i] += _dense(cache, words, topics, counts)
+                deltas[i].append((words, topics, counts, dk))
+                early[i].add([(words, topics, counts)])
+                before = _dense(cache, *early[i].pending)
+                # 4 entries' worth of budget per round (1 byte/s over 4 * 12 "seconds")
+                sent = early[i].send(tables, clock, (r + 1) * 4.0 * ENTRY_BYTES, 5.0)
+                assert sent == min(4, int(np.count_nonzero(before))) * ENTRY_BYTES
+                sent_local = before - _dense(cache, *early[i].pending)
+                assert np.count_nonzero(sent_local) == sent // ENTRY_BYTES
+                np.add.at(sent_global[i], cache.vocab, sent_local)
+            for i, cache in enumerate(caches):
+                early[i].receive(tables, [(cache.n_wk, cache.n_k)], 5.0)
+                others = sum(sent_global[j] for j in range(len(caches)) if j != i)
+                expect = truth[cache.vocab] + own[i] + others[cache.vocab]
+                np.testing.assert_array_equal(cache.n_wk, expect)
+                assert cache.n_wk.min() >= 0
+        for i, cache in enumerate(caches):
+            cache.push_all(tables, clock, deltas[i], 5.0)
+            for w, t, c, _ in deltas[i]:
+                np.add.at(truth, (cache.vocab[w], t), c)
+        for a in actors:  # the pushes dropped every offer of the clock
+            assert a.info()["offers_kept"] == 0
+    assert all(e.entries_sent > 0 and e.entries_received > 0 for e in early)
+
+
+def test_the_budget_sends_the_largest_relative_changes_first():
+    rng = np.random.default_rng(1)
+    _actors, tables, caches, _truth, n_shards, _ = _setup(rng, [[0], [1]], n_parts=1)
+    for cache in caches:
+        cache.attach(tables, -1, 5.0)
+    cache = caches[0]
+    e = EarlyUpdates(cache, 2.0 * ENTRY_BYTES, n_shards)  # two entries per second
+    e.start_clock(10.0)
+    words = np.arange(min(6, cache.n_local), dtype=np.int32)
+    topics = np.zeros(len(words), np.int32)
+    counts = np.array([1, -3, 2, 1, 5, -1][:len(words)], np.int32)
+    cache.n_wk[words, 0] = [9, 2, 0, 0, 40, 0][:len(words)]
+    e.add([(words, topics, counts)])
+    rel = np.abs(counts) / (cache.n_wk[words, 0] + 1.0)
+    assert e.send(tables, 0, 11.5, 5.0) == 3 * ENTRY_BYTES  # 1.5 s: 3 entries
+    left = set(e.pending[0].tolist())
+    chosen = sorted(set(words.tolist()) - left)
+    assert chosen == sorted(np.argsort(-rel, kind="stable")[:3].tolist())
+    assert e.send(tables, 0, 11.6, 5.0) == 0  # 0.2 entries' worth: nothing yet
+    assert e.send(tables, 0, 12.5, 5.0) == 2 * ENTRY_BYTES  # 0.2 + 1.8 entries' worth
+
+
+def test_offers_go_only_to_readers_holding_the_previous_clock():
+    rng = np.random.default_rng(2)
+    actors, tables, caches, _truth, n_shards, _ = _setup(rng, [[0], [1]], n_parts=1)
+    a, b = caches
+    a.attach(tables, -1, 5.0)
+    b.attach(tables, -1, 5.0)
+    table = actors[0]
+    got = np.stack([np.full(n_shards, -(2 ** 62)), np.zeros(n_shards)], axis=1)
+    words = a.vocab[:3]
+    one = np.ones(3, np.int32)
+    # a pushes clock 0 and offers clock 1; b has received nothing of clock 0 yet
+    a.push(tables, 0, np.zeros(0), np.zeros(0), np.zeros(0), 5.0)
+    assert table.offer(0, 1, words, one * 0, one) == 1
+    reply = table.offers(1, got, b.received[0])
+    assert len(reply[2]) == 0  # withheld: b lacks a's clock 0
+    b.push(tables, 0, np.zeros(0), np.zeros(0), np.zeros(0), 5.0)
+    b.refresh(tables, 0, 5.0)
+    assert b.received[0][0] == 0
+    got2, writers, w, t, c = table.offers(1, got, b.received[0])
+    assert sorted(w.tolist()) == sorted(x for x in words.tolist() if x in set(b.vocab.tolist()))
+    assert (writers == 0).all() and got2[0].tolist() == [1, 1]
+    assert (t == 0).all() and (c == 1).all()
+    assert len(table.offers(1, got2, b.received[0])[2]) == 0  # nothing new since
+    assert len(table.offers(0, got, a.received[0])[2]) == 0  # never one's own
+    a.push(tables, 1, np.zeros(0), np.zeros(0), np.zeros(0), 5.0)
+    assert table.info()["offers_kept"] == 0  # the push of clock 1 dropped its offers
+    assert table.offer(0, 1, words, one * 0, one) == 0  # a late offer: ignored
+
+
+def test_a_budget_must_be_positive():
+    rng = np.random.default_rng(0)
+    _actors, _tables, caches, _truth, n, _ = _setup(rng, [[0]], n_parts=1)
+    with pytest.raises(ValueError, match="budget"):
+        EarlyUpdates(caches[0], 0.0, n)
