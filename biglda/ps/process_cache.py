@@ -24,6 +24,15 @@ from biglda.ps.client import TableClient
 _EMPTY = np.zeros(0, dtype=np.int32)
 
 
+def add_deltas(n_wk: np.ndarray, n_k: np.ndarray, deltas: Sequence[tuple[np.ndarray, ...]]
+               ) -> None:
+    """Add sweep deltas ``(words, topics, counts, delta_k)`` (local ids) to a table in place."""
+    for words, topics, counts, dk in deltas:
+        if len(words):
+            add_coo(n_wk, np.asarray(words, dtype=np.int64), topics, counts)
+        n_k += dk
+
+
 class ProcessCache(ShardCache):
     """The cached rows of every shard a worker process holds.
 
@@ -42,10 +51,7 @@ class ProcessCache(ShardCache):
 
     def merge_in(self, deltas: Sequence[tuple[np.ndarray, ...]]) -> None:
         """Add sweep deltas ``(words, topics, counts, delta_k)`` (local ids) made on copies."""
-        for words, topics, counts, dk in deltas:
-            if len(words):
-                add_coo(self.n_wk, np.asarray(words, dtype=np.int64), topics, counts)
-            self.n_k += dk
+        add_deltas(self.n_wk, self.n_k, deltas)
 
     def push_all(self, tables: TableClient, clock: int,
                  deltas: Sequence[tuple[np.ndarray, ...]], timeout: float) -> int:

@@ -247,6 +247,13 @@ class TrainConfig:
                                        "its largest changes early, up to this many MB/s, "
                                        "between rounds of a clock (0 = off, the default; "
                                        "runs are then no longer bit-reproducible)")
+    rounds: int | None = _setting(None, flag="--rounds", check=_optional(_int(1)), parse=int,
+                                  metavar="N", stored=True,
+                                  help="sweep each clock in N rounds of documents: a "
+                                       "process's threads add each other's moves after every "
+                                       "round, and --comm-budget sends between rounds "
+                                       "(default: 4 with a budget, or with several threads "
+                                       "and an exact sampler, cgs or lightlda; else 1)")
     seed: int = _setting(0, flag="--seed", check=_int(), parse=int, stored=True,
                          help="all randomness is keyed by (seed, iteration, shard) (default 0)")
     checkpoint_every: int = _setting(10, flag="--checkpoint-every", check=_int(0), parse=int,
@@ -401,6 +408,9 @@ class TrainConfig:
                 get_sampler(self.sampler, **self.sampler_params)  # (bad values fail here)
             except ConfigError as exc:
                 raise SettingError("sampler_params", f": {exc}") from None
+        if self.comm_budget > 0 and self.rounds == 1:
+            raise SettingError("rounds", "must be >= 2 with --comm-budget (early updates go "
+                                         "between rounds), got 1")
         if isinstance(self.alpha, list | tuple | np.ndarray):
             values = [float(a) for a in np.asarray(self.alpha, dtype=float).ravel()]
             if len(values) != int(self.n_topics):

@@ -343,33 +343,57 @@ def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], po
     return out
 
 
-def _sweep_rounds(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
-                  clock: int, alpha: np.ndarray, slow: float
-                  ) -> tuple[list[tuple[Any, float]], tuple[int, int]]:
-    """:func:`_sweep_threads` in rounds, with managed communication between them.
+#: Samplers whose chains lose by the threads' one-clock lag (AD-LDA) and gain from rounds:
+#: the exact ones. warplda delays its own count updates to the end of a pass anyway, and
+#: cutting its passes into rounds made its chain worse (pipelines/README.md, "Rounds").
+ROUND_SAMPLERS = ("cgs", "lightlda")
 
-    Each thread sweeps its range in :data:`biglda.ps.managed.ROUNDS` runs of documents (the
-    threads concurrently, round by round; round ``r`` draws from the stream ``(seed, clock,
-    shard, r)``). Between rounds the process sends the largest of its changes so far as the
-    budget allows and folds what the others sent into its cache and the threads' copies.
-    ``slow`` (the debug slowdown) is spread over the rounds. Returns each thread's
-    ``(SweepResult of the whole clock, CPU s)`` and the early bytes ``(sent, received)``.
+
+def rounds_of(cfg: TrainConfig, n_threads: int, algorithm: str) -> int:
+    """Return the rounds a clock is swept in.
+
+    ``--rounds`` if given; else 4 with a ``--comm-budget``, or with several threads and an
+    exact sampler (:data:`ROUND_SAMPLERS`); else 1.
     """
     from biglda.ps.managed import ROUNDS
+
+    if cfg.rounds is not None:
+        return int(cfg.rounds)
+    if cfg.comm_budget > 0 or (n_threads > 1 and algorithm in ROUND_SAMPLERS):
+        return ROUNDS
+    return 1
+
+
+def _sweep_rounds(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
+                  clock: int, alpha: np.ndarray, slow: float, n_rounds: int
+                  ) -> tuple[list[tuple[Any, float]], tuple[int, int]]:
+    """:func:`_sweep_threads` in rounds; threads and processes exchange moves between them.
+
+    Each thread sweeps its range in ``n_rounds`` runs of documents (the threads concurrently,
+    round by round; round ``r`` draws from the stream ``(seed, clock, shard, r)``). After each
+    round every thread's moves are added to the other threads' tables (so a thread lags the
+    others by a round, not a clock; at a barrier, so BSP stays deterministic), and with a
+    budget the process sends the largest of its changes so far and folds in what the others
+    sent (:mod:`biglda.ps.managed`). ``slow`` (the debug slowdown) is spread over the rounds.
+    Returns each thread's ``(SweepResult of the whole clock, CPU s)`` and the early bytes
+    ``(sent, received)``.
+    """
+    from biglda.ps.process_cache import add_deltas
     from biglda.samplers import RandomKey, SweepResult, combine_sweeps
 
     cfg, cache, early = spec.cfg, proc.cache, proc.early
     tables = [(cache.n_wk, cache.n_k)] + [(cache.n_wk.copy(), cache.n_k.copy())
                                           for _ in proc.threads[1:]]
     z_old = [proc.z[part.lo:part.hi].copy() for part in proc.threads]
-    sent0, got0 = early.bytes_sent, early.bytes_received
-    early.start_clock(time.time())
+    if early is not None:
+        sent0, got0 = early.bytes_sent, early.bytes_received
+        early.start_clock(time.time())
     parts: list[list[Any]] = [[] for _ in proc.threads]
     cpu = [0.0] * len(proc.threads)
 
     def sweep(i: int, r: int) -> tuple[Any, float]:
         part, (n_wk, n_k) = proc.threads[i], tables[i]
-        lo, hi, doc_ptr = part.rounds(ROUNDS)[r]
+        lo, hi, doc_ptr = part.rounds(n_rounds)[r]
         if hi == lo:  # (a range of fewer documents than rounds)
             return SweepResult(_EMPTY32, _EMPTY32, _EMPTY32, np.zeros(cfg.n_topics, np.int64),
                                0, None, 0.0), 0.0
@@ -379,16 +403,21 @@ def _sweep_rounds(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], poo
                                 spec.n_words, RandomKey(cfg.seed, clock, part.key_shard, r))
         return res, time.thread_time() - c0
 
-    for r in range(ROUNDS):
+    for r in range(n_rounds):
         futs = [pool.submit(sweep, i, r) for i in range(1, len(proc.threads))]
         out = [sweep(0, r)] + [f.result() for f in futs]
         if slow:
-            time.sleep(slow / ROUNDS)
+            time.sleep(slow / n_rounds)
         for i, (res, c) in enumerate(out):
             parts[i].append(res)
             cpu[i] += c
-        if r + 1 < ROUNDS:  # (after the last round the push sends everything)
-            early.add([(res.delta_words, res.delta_topics, res.delta_counts) for res, _ in out])
+        deltas = [(res.delta_words, res.delta_topics, res.delta_counts, res.delta_k)
+                  for res, _ in out]
+        if len(tables) > 1:  # every thread's table gets the others' moves of the round
+            for j, (n_wk, n_k) in enumerate(tables):
+                add_deltas(n_wk, n_k, deltas[:j] + deltas[j + 1:])
+        if early is not None and r + 1 < n_rounds:  # (the push sends everything anyway)
+            early.add(deltas)
             early.send(spec.ps.tables, clock, time.time(), cfg.call_timeout)
             early.receive(spec.ps.tables, tables, cfg.call_timeout)
     results = []
@@ -396,8 +425,9 @@ def _sweep_rounds(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], poo
         results.append((combine_sweeps(cache.tokens[part.lo:part.hi], z_old[i],
                                        proc.z[part.lo:part.hi], cache.n_local, cfg.n_topics,
                                        parts[i]), cpu[i]))
-    cache.merge_in([(r.delta_words, r.delta_topics, r.delta_counts, r.delta_k)
-                    for r, _ in results[1:]])
+    # (the cache has every thread's moves already: added round by round)
+    if early is None:
+        return results, (0, 0)
     return results, (early.bytes_sent - sent0, early.bytes_received - got0)
 
 
@@ -432,13 +462,15 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     per_shard = float(cfg.slow_workers.get(worker, 0.0))
     slow = max(sum(float(cfg.slow_shards.get(st.index, 0.0)) + per_shard for st in part.shards)
                for part in proc.threads)
-    if proc.early is None:
+    n_rounds = rounds_of(cfg, len(proc.threads), samplers[0].algorithm)
+    if n_rounds == 1:
         results = _sweep_threads(spec, proc, samplers, pool, clock, alpha)
         if slow:
             time.sleep(slow)
         early_bytes = (0, 0)
     else:
-        results, early_bytes = _sweep_rounds(spec, proc, samplers, pool, clock, alpha, slow)
+        results, early_bytes = _sweep_rounds(spec, proc, samplers, pool, clock, alpha, slow,
+                                             n_rounds)
     t_sweep = time.time()
     doc_ll = {st.index: float(doc_loglik(st.doc_ptr, st.z, alpha, cfg.n_topics))
               for st in proc.shards}

@@ -68,3 +68,60 @@ def test_managed_communication_with_threads_and_shards(threaded_cluster, synth_c
     assert sum(h["bytes_early_sent"] for h in r.history) > 0
     assert sum(h["bytes_early_received"] for h in r.history) > 0
     assert all(i["offers_kept"] == 0 for i in r.ps_info)  # every clock's push dropped them
+
+
+def test_rounds_follow_the_documented_rule():
+    from biglda.trainer.worker import rounds_of
+
+    cfg = TrainConfig(n_topics=8)
+    assert [rounds_of(cfg, 2, a) for a in ("cgs", "lightlda", "warplda")] == [4, 4, 1]
+    assert [rounds_of(cfg, 1, a) for a in ("cgs", "warplda")] == [1, 1]
+    assert rounds_of(TrainConfig(n_topics=8, comm_budget=1.0), 1, "warplda") == 4
+    assert rounds_of(TrainConfig(n_topics=8, rounds=3), 2, "warplda") == 3
+    with pytest.raises(Exception, match="rounds must be >= 2 with --comm-budget"):
+        TrainConfig.from_settings(n_topics=8, comm_budget=1.0, rounds=1)
+
+
+def test_rounds_are_the_reference_scheme(synth_corpus):
+    """1 process x 2 threads, BSP, 3 rounds, cgs: the trained ``z`` equals a NumPy-level
+    replay of the scheme (each round every thread sweeps its round's documents on a copy of
+    the round's table with the stream (seed, clock, shard, round); then the table gets every
+    thread's moves)."""
+    from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
+    from biglda.trainer.cluster import connect
+
+    url, _ = synth_corpus
+    rounds, iterations, k, seed = 3, 2, 8, 4
+    with connect(workers=1, threads_per_worker=2) as client:
+        cfg = TrainConfig(n_topics=k, n_shards=2, sampler="cgs", seed=seed, rounds=rounds,
+                          iterations=iterations, checkpoint_every=0, top_words_every=0)
+        r = run_training(client, validate(url, None, cfg, overwrite=False), cfg)
+    corpus = Corpus.open(url)
+    shards = sorted(r.shards, key=lambda s: s.index)
+    data = [corpus.read_shard(s) for s in shards]
+    z = [init_z(len(t), k, RandomKey(seed, -1, s.index)) for s, (t, _) in zip(shards, data,
+                                                                                strict=True)]
+    tokens_all = np.concatenate([t for t, _ in data])
+    ptr_all = np.concatenate([[0]] + [p[1:] + s.token_start for s, (_, p) in zip(
+        shards, data, strict=True)]).astype(np.int64)
+    n_wk, n_k = count_from_z(tokens_all, ptr_all, np.concatenate(z), corpus.n_words, k)
+    sampler = get_sampler("cgs")
+    alpha = np.full(k, 0.1)
+    for clock in range(iterations):
+        for rnd in range(rounds):
+            start_wk, start_k = n_wk.copy(), n_k.copy()
+            for s, (tokens, ptr), zs in zip(shards, data, z, strict=True):
+                cuts = np.searchsorted(ptr, np.linspace(0, ptr[-1], rounds + 1)[1:-1])
+                docs = np.concatenate([[0], cuts, [len(ptr) - 1]]).astype(np.int64)
+                lo, hi = int(ptr[docs[rnd]]), int(ptr[docs[rnd + 1]])
+                if hi == lo:
+                    continue
+                wk, kk = start_wk.copy(), start_k.copy()
+                sampler.sweep(tokens[lo:hi], ptr[docs[rnd]:docs[rnd + 1] + 1] - lo, zs[lo:hi],
+                              wk, kk, alpha, 0.01, corpus.n_words,
+                              RandomKey(seed, clock, s.index, rnd))
+                n_wk += wk - start_wk
+                n_k += kk - start_k
+    for s, zs in zip(shards, z, strict=True):
+        np.testing.assert_array_equal(r.z[s.index], zs)
+    np.testing.assert_array_equal(r.n_wk, n_wk)
