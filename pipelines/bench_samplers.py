@@ -41,6 +41,8 @@ from biglda.samplers import (
 from biglda.samplers.init import anchor_counts, anchor_documents, sequential_z
 
 CORPUS_SRC = "/work/shared/corpora/debian-descriptions.tsv.gz"
+# settings that make a warm-up sweep load every kernel a sampler may run
+WARMUP_PARAMS = {"cgs": [{"dense_above": 0.0}, {"dense_above": 2.0}]}
 
 
 def load_corpus(src: str, cache_dir: Path):
@@ -184,8 +186,9 @@ def main(argv=None) -> int:
                     help="instead: warplda ns/token with mh_steps 1, 2, 4 after ITER sweeps "
                          "(the slope is the MH work, the intercept the passes)")
     ap.add_argument("--cgs-start", type=int, default=0, metavar="ITER",
-                    help="instead: cgs throughput sweep by sweep from random topics, with "
-                         "the non-zeros of the token's word row and the tokens moved")
+                    help="instead: cgs sweep by sweep from random topics: the row density its "
+                         "switch reads, SparseLDA and the dense kernel timed from the same "
+                         "state, the sampler's sweep and the tokens moved")
     args = ap.parse_args(argv)
     if args.steady:
         return steady(args)
@@ -208,13 +211,15 @@ def main(argv=None) -> int:
     n_words = len(vocab)
     print(f"corpus {args.corpus}: {len(doc_ptr) - 1} docs, {len(tokens)} tokens, V={n_words} "
           f"(loaded in {time.perf_counter() - t0:.1f}s)", flush=True)
-    # compile the kernels on a small slice first, so JIT time is not counted
+    # compile the kernels on a small slice first, so JIT time is not counted (cgs: both of
+    # the kernels its switch picks between)
     cut = int(np.searchsorted(doc_ptr, 20000))
     for name in samplers:
         if name != "tomotopy":
             for init in args.inits:
-                run_biglda(name, name, {}, tokens[:doc_ptr[cut]], doc_ptr[:cut + 1], n_words,
-                           8, args.alpha, args.beta, 1, 0.0, args.seed, init)
+                for params in WARMUP_PARAMS.get(name, [{}]):
+                    run_biglda(name, name, params, tokens[:doc_ptr[cut]], doc_ptr[:cut + 1],
+                               n_words, 8, args.alpha, args.beta, 1, 0.0, args.seed, init)
 
     results = []
     # tomotopy first: by default the fixed budget is the CPU time it needs for --iterations
@@ -260,8 +265,9 @@ def steady(args) -> int:
     for k in args.topics:
         for name in [s for s in args.samplers if s != "tomotopy"]:
             sampler = get_sampler(name)
-            fit_local(tokens[:doc_ptr[100]], doc_ptr[:101], n_words, k, name, iterations=1,
-                      loglik_every=0)  # load / compile the kernels outside the timing
+            for params in WARMUP_PARAMS.get(name, [{}]):  # load / compile the kernels
+                fit_local(tokens[:doc_ptr[100]], doc_ptr[:101], n_words, k, name,
+                          iterations=1, loglik_every=0, **params)
             z = init_z(n, k, RandomKey(args.seed, -1))
             n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
             secs = []
@@ -310,30 +316,56 @@ def mh_profile(args) -> int:
 
 
 def cgs_start(args) -> int:
-    from biglda.samplers.cgs_cpu import _word_lists
+    """cgs sweep by sweep from random topics: both exact kernels from the same state.
+
+    The chain follows the default sampler (its per-sweep switch); at every sweep the
+    SparseLDA and the dense kernel are each timed on a copy of the state, so the columns
+    compare the kernels on the same counts (the row density is what the switch reads).
+    """
+    from biglda.samplers.cgs_cpu import (
+        _DENSITY_ENTRIES,
+        _cgs_dense_sweep,
+        _cgs_sparse_sweep,
+        _row_density,
+        _word_lists,
+    )
 
     tokens, doc_ptr, vocab = load_corpus(args.corpus, Path(args.cache_dir))
     n, n_words = len(tokens), len(vocab)
     for k in args.topics:
         sampler = get_sampler("cgs")
-        fit_local(tokens[:doc_ptr[100]], doc_ptr[:101], n_words, k, "cgs", iterations=1,
-                  loglik_every=0)  # compile outside the timing
+        alpha = np.full(k, args.alpha)
+        for variant in ("sparse", "dense"):  # compile outside the timing
+            fit_local(tokens[:doc_ptr[100]], doc_ptr[:101], n_words, k, "cgs", iterations=1,
+                      loglik_every=0, variant=variant)
         z = init_z(n, k, RandomKey(args.seed, -1))
         n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
         bits = max(1, int(np.ceil(np.log2(k))))
-        print(f"\ncgs from random topics, K={k}, N={n}\n")
-        print("| sweep | Mtok/s (CPU) | nnz of the word's row, per token | tokens moved |")
-        print("|---|---|---|---|")
+        print(f"\ncgs from random topics, K={k}, N={n}; kernels timed from the same state\n")
+        print("| sweep | row density | nnz of the word's row, per token | SparseLDA Mtok/s | "
+              "dense Mtok/s | switch picks | sweep Mtok/s (sampler) | tokens moved |")
+        print("|---|---|---|---|---|---|---|---|")
         for it in range(1, args.cgs_start + 1):
             _, length, _ = _word_lists(tokens, n_wk, bits)
             nnz = float(length[tokens].mean())
+            t = time.thread_time()
+            density = _row_density(tokens, n_wk, _DENSITY_ENTRIES)
+            t_density = time.thread_time() - t
+            rates = []
+            for kernel in (_cgs_sparse_sweep, _cgs_dense_sweep):
+                zz, ww, kk = z.copy(), n_wk.copy(), n_k.copy()
+                t = time.thread_time()
+                kernel(tokens, doc_ptr, zz, ww, kk, alpha, args.beta, float(n_words),
+                       RandomKey(args.seed, it).state())
+                rates.append(n / (time.thread_time() - t) / 1e6)
             before = z.copy()
             t = time.thread_time()
             sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, args.alpha, args.beta, n_words,
                           RandomKey(args.seed, it))
             dt = time.thread_time() - t
-            print(f"| {it} | {n / dt / 1e6:.2f} | {nnz:.0f} | {np.mean(before != z):.0%} |",
-                  flush=True)
+            print(f"| {it} | {density:.3f} ({t_density * 1e3:.1f} ms) | {nnz:.0f} | "
+                  f"{rates[0]:.2f} | {rates[1]:.2f} | {sampler.kernel_for(density)} | "
+                  f"{n / dt / 1e6:.2f} | {np.mean(before != z):.0%} |", flush=True)
     return 0
 
 

@@ -173,6 +173,33 @@ def _sweep_delta(tokens, z_old, z_new, n_rows, n_topics):
 
 
 @njit(nogil=True, cache=True)
+def _dense_delta(before, after):
+    """Return the change ``after - before`` of two int32 [V, K] tables as ``_sweep_delta`` does.
+
+    Returns ``(words int32[M], topics int32[M], counts int32[M])``: the non-zero entries in
+    row-major order, i.e. sorted by (word, topic). Two sequential passes over V x K entries.
+    """
+    n_rows, n_topics = after.shape
+    m = 0
+    for w in range(n_rows):
+        for k in range(n_topics):
+            m += before[w, k] != after[w, k]
+    words = np.empty(m, dtype=np.int32)
+    topics = np.empty(m, dtype=np.int32)
+    counts = np.empty(m, dtype=np.int32)
+    j = 0
+    for w in range(n_rows):
+        for k in range(n_topics):
+            c = after[w, k] - before[w, k]
+            if c != 0:
+                words[j] = w
+                topics[j] = k
+                counts[j] = c
+                j += 1
+    return words, topics, counts
+
+
+@njit(nogil=True, cache=True)
 def _doc_loglik(doc_ptr, z, alpha):
     """Doc part of log p(w, z) (Griffiths & Steyvers 2004, eq. 3), from ``z`` alone.
 

@@ -13,8 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _check_z, _sweep_delta
+from biglda.samplers._kernels import _check_z, _dense_delta, _sweep_delta
 from biglda.samplers.rng import RandomKey
+
+# Sampler.sweep takes the delta from a snapshot of n_wk when the rows hold at most this many
+# entries per token of the shard (a snapshot of <= 8 bytes a token): on Debian at K = 100
+# (0.8 entries a token) the snapshot and diff take 5-7 ms a sweep against 70-100 ms for
+# bucketing 50-97% moved tokens by word (pipelines/README.md, "cgs's start").
+SNAPSHOT_ENTRIES_PER_TOKEN = 2
 
 
 @dataclass(frozen=True)
@@ -169,11 +175,22 @@ class Sampler:
         """
         alpha = check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
         t0 = time.perf_counter()
-        z_old = z.copy()
-        accept_rate = self._run(tokens, doc_ptr, z, n_wk, n_k, alpha, float(beta),
-                                float(n_words), key.state())
-        words, topics, counts, delta_k = _sweep_delta(tokens, z_old, z, n_wk.shape[0],
-                                                      n_wk.shape[1])
+        if n_wk.size <= SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0]:
+            # small cached rows: diff a snapshot (sequential, O(V_local K)) rather than
+            # bucket the moves by word (scattered, O(moves)); the same COO either way, as
+            # nothing but the sweep's own moves changes n_wk while it runs (the trainer
+            # touches a thread's table only between sweeps)
+            n_wk_old, n_k_old = n_wk.copy(), n_k.copy()
+            accept_rate = self._run(tokens, doc_ptr, z, n_wk, n_k, alpha, float(beta),
+                                    float(n_words), key.state())
+            words, topics, counts = _dense_delta(n_wk_old, n_wk)
+            delta_k = n_k - n_k_old
+        else:
+            z_old = z.copy()
+            accept_rate = self._run(tokens, doc_ptr, z, n_wk, n_k, alpha, float(beta),
+                                    float(n_words), key.state())
+            words, topics, counts, delta_k = _sweep_delta(tokens, z_old, z, n_wk.shape[0],
+                                                          n_wk.shape[1])
         return SweepResult(words, topics, counts, delta_k, int(tokens.shape[0]), accept_rate,
                            time.perf_counter() - t0)
 

@@ -1,6 +1,6 @@
 """Collapsed Gibbs sampling on the CPU (Griffiths & Steyvers 2004).
 
-Two exact kernels over the same full conditional
+Three exact kernels over the same full conditional
 
     p(z_i = k | rest) ∝ (n_dk + alpha_k) (n_wk + beta) / (n_k + V beta)   (counts without i)
 
@@ -15,12 +15,33 @@ Two exact kernels over the same full conditional
   order (ties in any order): a topic whose count drops to 0 had count 1, so the list's last
   entry (count 1 too) takes its place in O(1). After a random start most entries have count
   1 and nearly every token moves, so shifting the tail on each removal cost O(nnz) per move.
+* ``_cgs_dense_sweep`` evaluates every p_k too, but laid out for SIMD, as tomotopy does:
+  p_k = qc_k (n_wk + beta) in float32 from a per-topic qc_k = (alpha_k + n_dk) / (n_k + V beta)
+  kept up to date as counts change, in one loop without a carried dependency; topic k
+  belongs to lane k mod 16, and a second loop turns p into per-lane running sums (its
+  dependence distance is 16, so it vectorizes too). The draw u (float64) picks a lane by
+  the lane totals, then the first topic of the lane whose running sum passes u. This is an
+  exact draw from the same conditional: only the order in which the topics' intervals tile
+  [0, total) differs from the other kernels (so the same random numbers give other topics),
+  and p_k carries float32 rounding (a relative 6e-8, as tomotopy's) where the others carry
+  float64's. No fastmath: every sum has a fixed order, so the interpreter (JIT off)
+  reproduces the compiled chain bit for bit.
 
-Both rebuild the doc-topic counts of one document at a time from ``z`` in a K scratch
+:class:`CGSSampler`'s default ("sparse") picks a kernel per sweep: the dense one while the
+word rows are dense, SparseLDA once they are sparse. Its measure is the share of non-zero
+topics in the rows of the shard's tokens, token-weighted (``_row_density``, reading at most
+``_DENSITY_ENTRIES`` entries), against ``DENSE_ABOVE``. Both kernels cost ~O(K) per token
+right after a random start, when ~87% of a row's topics are non-zero at K = 100; the dense
+one does that work in vector instructions, SparseLDA pays for gathers and list upkeep, and
+wins once a row holds a few topics.
+
+All rebuild the doc-topic counts of one document at a time from ``z`` in a K scratch
 row, so memory is O(N + V_local K), never D × K.
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 from numba import njit
@@ -28,6 +49,17 @@ from numba import njit
 from biglda.errors import ConfigError
 from biglda.samplers.base import Sampler
 from biglda.samplers.rng import _next_float
+
+logger = logging.getLogger(__name__)
+
+VARIANTS = ("sparse", "dense", "plain")
+# The "sparse" variant's switch: the row density from which a sweep runs the dense kernel.
+# Measured from the same states (pipelines/README.md, "cgs's start"), the kernels cross at a
+# density of ~0.2 at K = 100 and ~0.155 at K = 1000; the K = 100 steady state (0.18 by
+# sweep 30) stays on SparseLDA.
+DENSE_ABOVE = 0.2
+# At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian).
+_DENSITY_ENTRIES = 1 << 22
 
 
 @njit(nogil=True, cache=True)
@@ -66,6 +98,128 @@ def _cgs_plain_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
         for i in range(lo, hi):
             n_dk[z[i]] = 0
     return state
+
+
+# The dense kernel's lanes: topic k belongs to lane k % _LANES, and the draw first picks a
+# lane, then a topic in it, so no serial prefix sum over K is needed. 16 float32 lanes are
+# one AVX-512 register (two AVX2). Every float operation has a fixed order the interpreter
+# reproduces (no fastmath: LLVM vectorizes these loops without reassociating). The
+# running-sum loop indexes with unsigned integers: with signed ones, Numba's negative-index
+# wraparound made LLVM compile such a loop to gathers (1.2x slower, measured).
+_LANES = 16
+_LANES_U = np.uint64(_LANES)
+
+
+@njit(nogil=True, cache=True)
+def _cgs_dense_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
+    """One O(K) sweep built to vectorize; same arguments and effects as the others.
+
+    Per token: p_k = qc_k (n_wk + beta) in float32 with qc_k = (alpha_k + n_dk) / (n_k +
+    V beta) kept per topic (one SIMD loop), then per-lane running sums in place (a second
+    one: its dependence distance is _LANES). u (float64) picks a lane by the lane totals,
+    then the first topic of the lane whose running sum passes it.
+    """
+    n_topics = n_k.shape[0]
+    v_beta = n_words * beta
+    beta32 = np.float32(beta)
+    n_blocks = (n_topics + _LANES - 1) // _LANES
+    width = n_blocks * _LANES
+    width_u = np.uint64(width)
+    last = width - _LANES  # the last block: the lane totals once the sums have run
+    n_lanes = min(_LANES, n_topics)  # lanes holding a topic
+    coef = np.empty(n_topics, dtype=np.float64)  # 1 / (n_k + V beta)
+    qc = np.empty(n_topics, dtype=np.float32)  # (alpha_k + n_dk) / (n_k + V beta)
+    for k in range(n_topics):
+        coef[k] = 1.0 / (n_k[k] + v_beta)
+        qc[k] = alpha[k] * coef[k]
+    p = np.zeros(width, dtype=np.float32)
+    tree = np.empty(_LANES // 2, dtype=np.float64)
+    n_dk = np.zeros(n_topics, dtype=np.int32)
+    for d in range(doc_ptr.shape[0] - 1):
+        lo = doc_ptr[d]
+        hi = doc_ptr[d + 1]
+        for i in range(lo, hi):
+            n_dk[z[i]] += 1
+        for i in range(lo, hi):
+            t = z[i]
+            qc[t] = (alpha[t] + n_dk[t]) * coef[t]
+        for i in range(lo, hi):
+            w = tokens[i]
+            s = z[i]
+            n_dk[s] -= 1
+            n_k[s] -= 1
+            n_wk[w, s] -= 1
+            coef[s] = 1.0 / (n_k[s] + v_beta)
+            qc[s] = (alpha[s] + n_dk[s]) * coef[s]
+            row = n_wk[w]
+            for k in range(n_topics):
+                p[k] = qc[k] * (np.float32(row[k]) + beta32)
+            for k in range(n_topics, width):  # the padding (the sums below overwrite it)
+                p[k] = 0.0
+            # p[k] becomes its lane's running sum: p_k + p[k - _LANES]
+            for k in range(_LANES_U, width_u):
+                p[k] += p[k - _LANES_U]
+            # the total as a tree over the lane totals (a short dependency chain)
+            h = _LANES // 2
+            for j in range(h):
+                tree[j] = p[last + j] + p[last + h + j]
+            h //= 2
+            while h > 0:
+                for j in range(h):
+                    tree[j] = tree[j] + tree[j + h]
+                h //= 2
+            state, u = _next_float(state)
+            u *= tree[0]
+            # the lane holding u, then the topic; rounding past the end stays on the last
+            # lane / the lane's last topic (every real p_k > 0)
+            t = n_lanes - 1
+            for j in range(n_lanes):
+                c = p[last + j]
+                if u < c:
+                    t = j
+                    break
+                u -= c
+            while t + _LANES < n_topics and u >= p[t]:
+                t += _LANES
+            z[i] = t
+            n_dk[t] += 1
+            n_k[t] += 1
+            n_wk[w, t] += 1
+            coef[t] = 1.0 / (n_k[t] + v_beta)
+            qc[t] = (alpha[t] + n_dk[t]) * coef[t]
+        for i in range(lo, hi):  # back to alpha-only coefficients for the next document
+            t = z[i]
+            n_dk[t] = 0
+            qc[t] = alpha[t] * coef[t]
+    return state
+
+
+@njit(nogil=True, cache=True)
+def _row_density(tokens, n_wk, max_entries):
+    """Token-weighted mean of nnz(row) / K over the rows of ``tokens`` (float64 in [0, 1]).
+
+    Reads at most ~``max_entries`` entries of ``n_wk`` (int32 [V_local, K]): every
+    ``stride``-th occurring row, weighted by its occurrences, so the cost stays small at
+    large V K. Deterministic.
+    """
+    n_rows, n_topics = n_wk.shape
+    occ = np.zeros(n_rows, dtype=np.int64)
+    for i in range(tokens.shape[0]):
+        occ[tokens[i]] += 1
+    stride = 1 + (n_rows * n_topics) // max(1, max_entries)
+    seen = 0
+    nnz = 0
+    for w in range(0, n_rows, stride):
+        if occ[w] == 0:
+            continue
+        c = 0
+        for k in range(n_topics):
+            c += n_wk[w, k] != 0
+        seen += occ[w]
+        nnz += occ[w] * c
+    if seen == 0:
+        return 0.0
+    return nnz / (seen * n_topics)
 
 
 @njit(nogil=True, cache=True)
@@ -335,28 +489,51 @@ class CGSSampler(Sampler):
 
     Parameters
     ----------
-    variant : {"sparse", "plain"}
-        "sparse" (default) is SparseLDA; "plain" the O(K) reference.
+    variant : {"sparse", "dense", "plain"}
+        "sparse" (default): SparseLDA, with the dense kernel for the sweeps whose word rows
+        are dense (``dense_above``); "dense" the dense kernel every sweep; "plain" the O(K)
+        reference.
+    dense_above : float
+        For "sparse": a sweep runs the dense kernel when the token-weighted fraction of
+        non-zero topics in the word rows is at least this (0 always, above 1 never).
 
     Examples
     --------
     >>> CGSSampler(variant="plain").variant
     'plain'
+    >>> CGSSampler().kernel_for(0.9), CGSSampler().kernel_for(0.1)
+    ('dense', 'sparse')
     """
 
     algorithm = "cgs"
     backend = "cpu"
 
-    def __init__(self, variant: str = "sparse"):
-        if variant not in ("sparse", "plain"):
-            raise ConfigError(f"unknown cgs variant {variant!r}; expected 'sparse' or 'plain'")
+    def __init__(self, variant: str = "sparse", dense_above: float = DENSE_ABOVE):
+        if variant not in VARIANTS:
+            raise ConfigError(f"unknown cgs variant {variant!r}; expected one of "
+                              f"{', '.join(map(repr, VARIANTS))}")
+        if not dense_above >= 0.0:  # also refuses NaN
+            raise ConfigError(f"dense_above must be >= 0, got {dense_above}")
         self.variant = variant
+        self.dense_above = float(dense_above)
+
+    def kernel_for(self, density: float) -> str:
+        """Return the kernel ("dense" or "sparse") the "sparse" variant runs at this density."""
+        return "dense" if density >= self.dense_above else "sparse"
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
-        kernel = _cgs_sparse_sweep if self.variant == "sparse" else _cgs_plain_sweep
+        if self.variant == "plain":
+            kernel = _cgs_plain_sweep
+        elif self.variant == "dense":
+            kernel = _cgs_dense_sweep
+        else:
+            density = _row_density(tokens, n_wk, _DENSITY_ENTRIES)
+            choice = self.kernel_for(density)
+            logger.debug("cgs sweep: row density %.3f, %s kernel", density, choice)
+            kernel = _cgs_dense_sweep if choice == "dense" else _cgs_sparse_sweep
         kernel(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
         return None
 
     def __repr__(self) -> str:
-        """Show the variant."""
-        return f"CGSSampler(variant={self.variant!r})"
+        """Show the variant and the switch."""
+        return f"CGSSampler(variant={self.variant!r}, dense_above={self.dense_above!r})"

@@ -12,10 +12,14 @@ import pytest
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 REQUIRE_GPU = os.environ.get("BIGLDA_REQUIRE_GPU", "0") not in ("", "0")
 
-# Every registered CPU sampler, including the O(K) Gibbs reference.
+# Every registered CPU sampler, including the O(K) Gibbs reference. cgs's default switches
+# per sweep between its two fast kernels by the density of the word rows (dense on these
+# small corpora), so each kernel is a case of its own: "cgs-sparse" is SparseLDA on every
+# sweep, "cgs-dense" the dense kernel; test_cgs_switch.py checks the switch.
 CPU_SAMPLERS = [
     pytest.param(("cgs", "cpu", {"variant": "plain"}), id="cgs-plain"),
-    pytest.param(("cgs", "cpu", {}), id="cgs-sparse"),
+    pytest.param(("cgs", "cpu", {"dense_above": 2.0}), id="cgs-sparse"),
+    pytest.param(("cgs", "cpu", {"variant": "dense"}), id="cgs-dense"),
     pytest.param(("lightlda", "cpu", {}), id="lightlda"),
     pytest.param(("warplda", "cpu", {}), id="warplda"),
 ]

@@ -13,7 +13,8 @@ import numpy as np
 
 from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
 
-_CASES = [("cgs", {"variant": "plain"}), ("cgs", {}), ("lightlda", {}), ("warplda", {})]
+_CASES = [("cgs", {"variant": "plain"}), ("cgs", {}), ("cgs", {"variant": "dense"}),
+          ("cgs", {"dense_above": 2.0}), ("lightlda", {}), ("warplda", {})]
 
 _SCRIPT = r"""
 import json, sys, warnings

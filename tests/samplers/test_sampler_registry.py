@@ -21,7 +21,9 @@ def test_cpu_samplers_are_registered():
 @pytest.mark.parametrize("args, kwargs, match", [
     (("gibbs",), {}, "unknown sampler 'gibbs'"),
     (("cgs", "tpu"), {}, "unknown backend 'tpu'"),
-    (("cgs",), {"variant": "dense"}, "unknown cgs variant"),
+    (("cgs",), {"variant": "warp"}, "unknown cgs variant"),
+    (("cgs",), {"dense_above": -0.5}, "dense_above must be >= 0"),
+    (("cgs",), {"dense_above": float("nan")}, "dense_above must be >= 0"),
     (("lightlda",), {"mh_steps": 0}, "mh_steps"),
     (("lightlda",), {"bogus": 1}, "bad settings"),
 ])

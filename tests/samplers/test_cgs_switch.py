@@ -1,0 +1,120 @@
+"""cgs's kernels beyond the tiny-corpus posterior tests: the full conditional at K > 16 (the
+dense kernel's lanes, blocks and padding), the row-density measure and the per-sweep switch
+between SparseLDA and the dense kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
+from biglda.samplers.cgs_cpu import DENSE_ABOVE, _row_density
+
+_VARIANTS = [{"variant": "plain"}, {"dense_above": 2.0}, {"variant": "dense"}]
+
+
+def _one_draw_case(n_topics, seed):
+    """A shard whose last document's first token has a known conditional.
+
+    Document 0 (30 tokens of other words) is swept first, so the kernels' scratch rows are
+    used before the token of interest; its moves change n_k by a few counts against the
+    1e8 of other words' counts, which leaves that token's conditional unchanged to ~1e-7.
+    Returns the sweep's arguments and the exact conditional ``p [K]`` of token 30.
+    """
+    rng = np.random.default_rng(seed)
+    n_words, global_v = 8, 50
+    tokens = np.concatenate([rng.integers(0, 6, 30), [6, 7]]).astype(np.int32)
+    doc_ptr = np.array([0, 30, 32], dtype=np.int64)
+    z = rng.integers(0, n_topics, 32).astype(np.uint16)
+    z[30], z[31] = 5, 11
+    other = (rng.random((n_words, n_topics)) < 0.3) * rng.geometric(0.05, (n_words, n_topics))
+    n_wk = count_from_z(tokens, doc_ptr, z, n_words, n_topics)[0] + other.astype(np.int32)
+    n_k = n_wk.sum(axis=0) + rng.integers(10**8, 3 * 10**8, n_topics)  # words not cached here
+    alpha = rng.uniform(0.02, 0.5, n_topics)
+    beta = 0.05
+    wk = n_wk[6].astype(np.float64)
+    nk = n_k.astype(np.float64)
+    wk[5] -= 1
+    nk[5] -= 1
+    n_dk = np.zeros(n_topics)
+    n_dk[11] = 1
+    p = (n_dk + alpha) * (wk + beta) / (nk + global_v * beta)
+    return (tokens, doc_ptr, z, n_wk, n_k, alpha, beta, global_v), p / p.sum()
+
+
+@pytest.mark.parametrize("params", _VARIANTS, ids=["plain", "sparse", "dense"])
+@pytest.mark.parametrize("n_topics", [37, 100])
+def test_a_draw_follows_the_full_conditional(params, n_topics):
+    # p(k) ∝ (n_dk + alpha_k)(n_wk + beta) / (n_k + V beta) without the token, at K > 16:
+    # K = 37 leaves a partial last block of the dense kernel's 16 lanes, K = 100 six full
+    # ones. Each sweep starts from the same state with its own random stream.
+    (tokens, doc_ptr, z0, n_wk0, n_k0, alpha, beta, global_v), p = _one_draw_case(n_topics, 3)
+    sampler = get_sampler("cgs", **params)
+    n_draws = 12000
+    counts = np.zeros(n_topics, dtype=np.int64)
+    for it in range(n_draws):
+        z, n_wk, n_k = z0.copy(), n_wk0.copy(), n_k0.copy()
+        sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, global_v, RandomKey(3, it))
+        counts[z[30]] += 1
+    expected = p * n_draws
+    rare = expected < 5
+    obs = np.append(counts[~rare], counts[rare].sum())
+    exp = np.append(expected[~rare], expected[rare].sum())
+    stat, pvalue = chisquare(obs, exp)
+    assert pvalue > 1e-3, f"chi2={stat:.1f} on {len(obs) - 1} dof, p={pvalue:.2e}"
+
+
+def _density_oracle(tokens, n_wk, stride=1):
+    rows = [w for w in range(n_wk.shape[0]) if w % stride == 0]
+    occ = np.bincount(tokens, minlength=n_wk.shape[0])[rows]
+    share = (n_wk[rows] != 0).mean(axis=1)
+    return float((occ * share).sum() / occ.sum())
+
+
+def test_row_density_is_the_token_weighted_share_of_non_zero_topics():
+    rng = np.random.default_rng(0)
+    n_wk = (rng.random((40, 23)) < rng.random((40, 1))).astype(np.int32) * 3
+    tokens = rng.zipf(1.5, 500).astype(np.int32) % 40
+    assert _row_density(tokens, n_wk, 10**6) == pytest.approx(_density_oracle(tokens, n_wk))
+    # bounded reading: every stride-th row, stride = 1 + V K // max_entries
+    stride = 1 + (40 * 23) // 200
+    assert stride > 1
+    assert _row_density(tokens, n_wk, 200) == pytest.approx(
+        _density_oracle(tokens, n_wk, stride))
+    assert _row_density(tokens[:0], n_wk, 10**6) == 0.0
+
+
+def test_switch_runs_the_kernel_its_rule_names():
+    rng = np.random.default_rng(1)
+    n_words, n_topics = 30, 20
+    lengths = rng.integers(5, 40, 60)
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = rng.integers(0, n_words, int(doc_ptr[-1])).astype(np.int32)
+    # a random start: dense rows; each word's tokens in one topic: sparse rows
+    dense_z = init_z(len(tokens), n_topics, RandomKey(4, -1))
+    sparse_z = (tokens % n_topics).astype(np.uint16)
+    default = get_sampler("cgs")
+    for z_start, want in ((dense_z, "dense"), (sparse_z, "sparse")):
+        n_wk, n_k = count_from_z(tokens, doc_ptr, z_start, n_words, n_topics)
+        density = _row_density(tokens, n_wk, 10**6)
+        assert default.kernel_for(density) == want
+        runs = {}
+        for name, params in (("default", {}), ("dense", {"variant": "dense"}),
+                             ("sparse", {"dense_above": 2.0})):
+            z, wk, k = z_start.copy(), n_wk.copy(), n_k.copy()
+            get_sampler("cgs", **params).sweep(tokens, doc_ptr, z, wk, k, 0.1, 0.05, n_words,
+                                              RandomKey(4, 1))
+            runs[name] = z
+        # the kernels map random numbers to topics differently, so the chains differ
+        assert np.mean(runs["dense"] != runs["sparse"]) > 0.1
+        np.testing.assert_array_equal(runs["default"], runs[want])
+
+
+def test_switch_threshold_is_inclusive():
+    s = get_sampler("cgs", dense_above=0.4)
+    assert s.kernel_for(0.4) == "dense"
+    assert s.kernel_for(np.nextafter(0.4, 0.0)) == "sparse"
+    assert get_sampler("cgs", dense_above=0.0).kernel_for(0.0) == "dense"
+    assert get_sampler("cgs", dense_above=2.0).kernel_for(1.0) == "sparse"
+    assert 0.0 < DENSE_ABOVE < 1.0
