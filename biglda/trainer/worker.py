@@ -5,7 +5,8 @@ table cache over the union of their vocabularies (:class:`biglda.ps.ProcessCache
 variables for the whole run and loops over all clocks: wait for the SSP clock (every shard),
 pull once, sweep with its threads (a ``ThreadPoolExecutor`` of numba ``nogil`` sweeps, one
 sweep per thread over its shards' documents concatenated; threads other than the first work
-on a copy of the cache and their deltas are added after: AD-LDA within the process), push
+on a copy of the cache and their deltas are added after, or after each round: AD-LDA within
+the process), push
 once, checkpoint, tick every shard. Pulls, pushes and per-word tables are made once per
 process (per thread for the tables) per clock, not once per shard. The alternative, one task
 per shard per clock with the state in a worker-held object, pays a scheduler round trip per
@@ -15,9 +16,11 @@ pipelines/README.md). The driver submits :func:`run_group_failfast`, which seced
 worker's thread pool (so a task stuck on a dead actor does not hold the thread a recovered
 run needs). Each worker runs its actors' sync methods in a separate actor thread and
 ``async`` ones (the clock) on its event loop, so a task waiting on a clock never blocks an
-actor. A GPU worker runs one thread. With ``--comm-budget`` each thread sweeps a clock in
-rounds of documents, and between rounds the process sends and receives early updates
-(:mod:`biglda.ps.managed`, :func:`_sweep_rounds`).
+actor. A GPU worker runs one thread. In rounds (``--rounds``; by default with several
+threads and an exact sampler, or with ``--comm-budget``: :func:`rounds_of`) each thread
+sweeps a clock in runs of documents; after each round the threads add each other's moves,
+and with a budget the process sends and receives early updates (:mod:`biglda.ps.managed`,
+:func:`_sweep_rounds`).
 
 Every parameter-server call goes through the client (:class:`biglda.ps.PSClient`) and has a
 timeout; a clock wait is a sequence of short server-side waits, so a lost clock actor surfaces
@@ -240,8 +243,8 @@ class _ThreadPart:
     def rounds(self, n: int) -> list[tuple[int, int, np.ndarray]]:
         """``n`` runs of whole documents with about equal tokens: ``(lo, hi, doc_ptr)``.
 
-        ``lo``/``hi`` are token offsets in the thread's range, ``doc_ptr`` from 0 (managed
-        communication sweeps a clock in rounds).
+        ``lo``/``hi`` are token offsets in the thread's range, ``doc_ptr`` from 0 (a clock
+        swept in rounds, :func:`_sweep_rounds`).
         """
         if len(self._rounds) != n:
             ptr = self.doc_ptr
