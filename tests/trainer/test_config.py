@@ -77,8 +77,9 @@ def test_sampler_params_are_declared_by_the_sampler():
                                      sampler_params={"mh_steps": "1"}
                                      ).sampler_params == {"mh_steps": 1}
     assert parse_sampler_params("cgs", {"variant": "plain"}) == {"variant": "plain"}
-    with pytest.raises(SettingError, match=re.escape("sampler_params: sampler 'cgs' has no "
-                                                     "parameter 'mh_steps' (known: variant)")):
+    with pytest.raises(SettingError, match=re.escape(
+            "sampler_params: sampler 'cgs' has no parameter 'mh_steps' (known: dense_above, "
+            "variant)")):
         TrainConfig.from_settings(n_topics=4, sampler="cgs", sampler_params={"mh_steps": 1})
     with pytest.raises(SettingError, match="mh_steps must be >= 1"):
         TrainConfig.from_settings(n_topics=4, sampler="lightlda", sampler_params={"mh_steps": 0})
