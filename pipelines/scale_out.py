@@ -73,8 +73,14 @@ def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> l
                      f"{r['other_cpu_us_per_token']:.3f} | {lls} |")
 
     def ratio(a: str, b: str, key: str) -> str:
-        """Ratio of the medians over the rounds, and its range over the rounds."""
-        if not (runs and a in runs and b in runs):
+        """Ratio of the medians over the rounds, and its range over the rounds.
+
+        A layout name also matches its ``:rN`` variants (the first one measured).
+        """
+        if not runs:
+            return "n/a"
+        a, b = (next((n for n in runs if n == x or n.startswith(x + ":")), x) for x in (a, b))
+        if a not in runs or b not in runs:
             return "n/a"
         pairs = [(x[key], y[key]) for x, y in zip(runs[a], runs[b], strict=True) if y[key]]
         if not pairs:
