@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ps_moves import moves
 
 from biglda.ps import ProcessCache, TableShard
 from biglda.ps._kernels import add_coo
@@ -20,25 +21,6 @@ from biglda.ps.managed import ENTRY_BYTES, EarlyUpdates
 from biglda.ps.sizing import row_bounds
 
 K = 5
-
-
-def _moves(rng, n_wk: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
-    """Up to ``n`` token moves on the table ``n_wk`` (never below zero), as a merged delta."""
-    w = rng.choice(len(n_wk), min(n, len(n_wk)), replace=False)
-    t_from = n_wk[w].argmax(1)
-    ok = n_wk[w, t_from] > 0
-    w, t_from = w[ok], t_from[ok]
-    t_to = rng.integers(0, K, len(w))
-    flat = np.concatenate([w * K + t_from, w * K + t_to])
-    cnt = np.concatenate([-np.ones(len(w)), np.ones(len(w))])
-    uniq, inv = np.unique(flat, return_inverse=True)
-    summed = np.bincount(inv, weights=cnt).astype(np.int32)
-    keep = summed != 0
-    words = (uniq[keep] // K).astype(np.int32)
-    topics = (uniq[keep] % K).astype(np.int32)
-    dk = np.zeros(K, dtype=np.int64)
-    np.add.at(dk, topics, summed[keep])
-    return words, topics, summed[keep], dk
 
 
 def _dense(cache, words, topics, counts) -> np.ndarray:
@@ -89,7 +71,7 @@ def test_early_updates_keep_the_books_exact():
         deltas: list[list[tuple[np.ndarray, ...]]] = [[] for _ in caches]
         for r in range(3):
             for i, cache in enumerate(caches):
-                words, topics, counts, dk = _moves(rng, mine[i], 6)  # of its own tokens
+                words, topics, counts, dk = moves(rng, mine[i], 6)  # of its own tokens
                 add_coo(mine[i], words.astype(np.int64), topics, counts)
                 add_coo(cache.n_wk, words.astype(np.int64), topics, counts)
                 cache.n_k += dk

@@ -6,6 +6,7 @@ process's other shards never pull)."""
 from __future__ import annotations
 
 import numpy as np
+from ps_moves import moves
 
 from biglda.ps import ProcessCache, TableShard
 from biglda.ps._kernels import add_coo
@@ -14,24 +15,6 @@ from biglda.ps.client import TableClient
 from biglda.ps.sizing import row_bounds
 
 K = 4
-
-
-def _moves(rng, cache: ProcessCache, n: int) -> tuple[np.ndarray, ...]:
-    w = rng.choice(cache.n_local, min(n, cache.n_local), replace=False)
-    t_from = cache.n_wk[w].argmax(1)
-    ok = cache.n_wk[w, t_from] > 0
-    w, t_from = w[ok], t_from[ok]
-    t_to = rng.integers(0, K, len(w))
-    flat = np.concatenate([w * K + t_from, w * K + t_to])
-    cnt = np.concatenate([-np.ones(len(w)), np.ones(len(w))])
-    uniq, inv = np.unique(flat, return_inverse=True)
-    summed = np.bincount(inv, weights=cnt).astype(np.int32)
-    keep = summed != 0
-    words = (uniq[keep] // K).astype(np.int32)
-    topics = (uniq[keep] % K).astype(np.int32)
-    dk = np.zeros(K, dtype=np.int64)
-    np.add.at(dk, topics, summed[keep])
-    return words, topics, summed[keep], dk
 
 
 def test_process_caches_are_exact_and_trim_the_log():
@@ -62,10 +45,10 @@ def test_process_caches_are_exact_and_trim_the_log():
             assert cache.n_k.sum() == truth.sum()
         for cache in caches:
             # two "threads": one sweeps on the cache, one on a copy merged in after
-            words, topics, counts, dk = _moves(rng, cache, 6)
+            words, topics, counts, dk = moves(rng, cache.n_wk, 6)
             add_coo(cache.n_wk, words.astype(np.int64), topics, counts)
             cache.n_k += dk
-            other = _moves(rng, cache, 6)
+            other = moves(rng, cache.n_wk, 6)
             cache.merge_in([other])
             cache.push_all(tables, clock, [(words, topics, counts, dk), other], 5.0)
             for w, t, c, _ in [(words, topics, counts, dk), other]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ps_moves import moves
 
 from biglda.ps import ALL_CLOCKS, ShardCache, TableShard
 from biglda.ps.calls import InProcess
@@ -25,22 +26,6 @@ def _tables(n_words: int, n_parts: int, n_shards: int) -> tuple[TableClient, lis
     shards = [TableShard(a, int(bounds[a]), int(bounds[a + 1]), K, n_shards, BETA)
               for a in range(len(bounds) - 1)]
     return TableClient(tuple(InProcess(s) for s in shards), bounds), shards
-
-
-def _moves(rng, cache: ShardCache, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Valid moves on the cache's rows (one count from a non-zero cell to a random topic),
-    aggregated and sorted by word as a sweep's delta is."""
-    w = rng.choice(cache.n_local, min(n, cache.n_local), replace=False)  # each cell once
-    t_from = cache.n_wk[w].argmax(1)
-    w, t_from = w[cache.n_wk[w, t_from] > 0], t_from[cache.n_wk[w, t_from] > 0]
-    t_to = rng.integers(0, K, len(w))
-    flat = np.concatenate([w * K + t_from, w * K + t_to])
-    cnt = np.concatenate([-np.ones(len(w)), np.ones(len(w))])
-    uniq, inv = np.unique(flat, return_inverse=True)
-    summed = np.bincount(inv, weights=cnt).astype(np.int32)
-    keep = summed != 0
-    return ((uniq[keep] // K).astype(np.int32), (uniq[keep] % K).astype(np.int32),
-            summed[keep])
 
 
 @pytest.mark.parametrize(("staleness", "n_parts", "n_shards"),
@@ -86,7 +71,7 @@ def test_caches_hold_exactly_what_they_received(staleness, n_parts, n_shards):
                     want[lo:hi] += d[lo:hi]
         np.testing.assert_array_equal(cache.n_wk, want[cache.vocab])
         np.testing.assert_array_equal(cache.n_k, want.sum(0))
-        w, t, c = _moves(rng, cache, 8)  # a sweep: its moves are seen at once, pushed once
+        w, t, c, _ = moves(rng, cache.n_wk, 8)  # a sweep: its moves are seen at once, pushed once
         np.add.at(cache.n_wk, (w, t), c)
         np.add.at(cache.n_k, t, c)
         d = np.zeros((n_words, K), np.int64)
