@@ -49,10 +49,6 @@ class ProcessCache(ShardCache):
         super().__init__(lead, tokens, bounds, n_topics)
         self.members = tuple(int(m) for m in members if int(m) != int(lead))
 
-    def merge_in(self, deltas: Sequence[tuple[np.ndarray, ...]]) -> None:
-        """Add sweep deltas ``(words, topics, counts, delta_k)`` (local ids) made on copies."""
-        add_deltas(self.n_wk, self.n_k, deltas)
-
     def push_all(self, tables: TableClient, clock: int,
                  deltas: Sequence[tuple[np.ndarray, ...]], timeout: float) -> int:
         """Push the process's delta of ``clock`` under the lead; return bytes sent.

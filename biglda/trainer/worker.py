@@ -20,7 +20,7 @@ actor. A GPU worker runs one thread. In rounds (``--rounds``; by default with se
 threads and an exact sampler, or with ``--comm-budget``: :func:`rounds_of`) each thread
 sweeps a clock in runs of documents; after each round the threads add each other's moves,
 and with a budget the process sends and receives early updates (:mod:`biglda.ps.managed`,
-:func:`_sweep_rounds`).
+:func:`_sweep_threads`).
 
 Every parameter-server call goes through the client (:class:`biglda.ps.PSClient`) and has a
 timeout; a clock wait is a sequence of short server-side waits, so a lost clock actor surfaces
@@ -244,7 +244,7 @@ class _ThreadPart:
         """``n`` runs of whole documents with about equal tokens: ``(lo, hi, doc_ptr)``.
 
         ``lo``/``hi`` are token offsets in the thread's range, ``doc_ptr`` from 0 (a clock
-        swept in rounds, :func:`_sweep_rounds`).
+        swept in rounds, :func:`_sweep_threads`).
         """
         if len(self._rounds) != n:
             ptr = self.doc_ptr
@@ -318,34 +318,6 @@ def _push_recounts(spec: GroupSpec, proc: _ProcessState, worker: str, backend: s
         for st in proc.shards}, spec.cfg.call_timeout)
 
 
-def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
-                   clock: int, alpha: np.ndarray) -> list[tuple[Any, float]]:
-    """Run one sweep per thread, concurrently; return each thread's ``(SweepResult, CPU s)``.
-
-    The first sweeps the process cache itself, the others copies of it taken before any starts
-    (their deltas are added after: AD-LDA within a process). The CPU time is the thread's.
-    """
-    from biglda.samplers import RandomKey
-
-    cfg, cache = spec.cfg, proc.cache
-    tables = [(cache.n_wk, cache.n_k)] + [(cache.n_wk.copy(), cache.n_k.copy())
-                                          for _ in proc.threads[1:]]
-
-    def sweep(i: int) -> tuple[Any, float]:
-        part, (n_wk, n_k) = proc.threads[i], tables[i]
-        c0 = time.thread_time()
-        res = samplers[i].sweep(cache.tokens[part.lo:part.hi], part.doc_ptr,
-                                proc.z[part.lo:part.hi], n_wk, n_k, alpha, cfg.beta,
-                                spec.n_words, RandomKey(cfg.seed, clock, part.key_shard))
-        return res, time.thread_time() - c0
-
-    futs = [pool.submit(sweep, i) for i in range(1, len(proc.threads))]
-    out = [sweep(0)] + [f.result() for f in futs]
-    cache.merge_in([(r.delta_words, r.delta_topics, r.delta_counts, r.delta_k)
-                    for r, _ in out[1:]])
-    return out
-
-
 #: Samplers whose chains lose by the threads' one-clock lag (AD-LDA) and gain from rounds:
 #: the exact ones. warplda delays its own count updates to the end of a pass anyway, and
 #: cutting its passes into rounds made its chain worse (pipelines/README.md, "Rounds").
@@ -367,19 +339,21 @@ def rounds_of(cfg: TrainConfig, n_threads: int, algorithm: str) -> int:
     return 1
 
 
-def _sweep_rounds(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
-                  clock: int, alpha: np.ndarray, slow: float, n_rounds: int
-                  ) -> tuple[list[tuple[Any, float]], tuple[int, int]]:
-    """:func:`_sweep_threads` in rounds; threads and processes exchange moves between them.
+def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
+                   clock: int, alpha: np.ndarray, slow: float, n_rounds: int
+                   ) -> tuple[list[tuple[Any, float]], tuple[int, int]]:
+    """Sweep the process's threads concurrently, in ``n_rounds`` rounds of documents.
 
-    Each thread sweeps its range in ``n_rounds`` runs of documents (the threads concurrently,
-    round by round; round ``r`` draws from the stream ``(seed, clock, shard, r)``). After each
-    round every thread's moves are added to the other threads' tables (so a thread lags the
-    others by a round, not a clock; at a barrier, so BSP stays deterministic), and with a
-    budget the process sends the largest of its changes so far and folds in what the others
-    sent (:mod:`biglda.ps.managed`). ``slow`` (the debug slowdown) is spread over the rounds.
-    Returns each thread's ``(SweepResult of the whole clock, CPU s)`` and the early bytes
-    ``(sent, received)``.
+    The first thread sweeps the process cache itself, the others copies of it taken before
+    any starts. Each thread sweeps its range in ``n_rounds`` runs of documents, the threads
+    round by round (round ``r`` draws from the stream ``(seed, clock, shard, r)``; with one
+    round, one sweep per thread). After each round every thread's moves are added to the
+    cache and, unless it was the last, to the other threads' copies: a thread lags the others
+    by a round (AD-LDA within the process with one round), at a barrier, so BSP stays
+    deterministic. With a budget the process also sends the largest of its changes so far and
+    folds in what the others sent (:mod:`biglda.ps.managed`). ``slow`` (the debug slowdown)
+    is spread over the rounds. Returns each thread's ``(SweepResult of the clock, CPU s)``
+    and the early bytes ``(sent, received)``.
     """
     from biglda.ps.process_cache import add_deltas
     from biglda.samplers import RandomKey, SweepResult, combine_sweeps
@@ -387,7 +361,8 @@ def _sweep_rounds(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], poo
     cfg, cache, early = spec.cfg, proc.cache, proc.early
     tables = [(cache.n_wk, cache.n_k)] + [(cache.n_wk.copy(), cache.n_k.copy())
                                           for _ in proc.threads[1:]]
-    z_old = [proc.z[part.lo:part.hi].copy() for part in proc.threads]
+    z_old = ([proc.z[part.lo:part.hi].copy() for part in proc.threads] if n_rounds > 1
+             else [])
     if early is not None:
         sent0, got0 = early.bytes_sent, early.bytes_received
         early.start_clock(time.time())
@@ -416,19 +391,21 @@ def _sweep_rounds(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], poo
             cpu[i] += c
         deltas = [(res.delta_words, res.delta_topics, res.delta_counts, res.delta_k)
                   for res, _ in out]
-        if len(tables) > 1:  # every thread's table gets the others' moves of the round
-            for j, (n_wk, n_k) in enumerate(tables):
-                add_deltas(n_wk, n_k, deltas[:j] + deltas[j + 1:])
-        if early is not None and r + 1 < n_rounds:  # (the push sends everything anyway)
+        last = r + 1 == n_rounds
+        # the copies are dropped after the last round: then only the cache takes the others'
+        for j, (n_wk, n_k) in enumerate(tables[:1] if last else tables):
+            add_deltas(n_wk, n_k, deltas[:j] + deltas[j + 1:])
+        if early is not None and not last:  # (the push sends everything anyway)
             early.add(deltas)
             early.send(spec.ps.tables, clock, time.time(), cfg.call_timeout)
             early.receive(spec.ps.tables, tables, cfg.call_timeout)
-    results = []
-    for i, part in enumerate(proc.threads):
-        results.append((combine_sweeps(cache.tokens[part.lo:part.hi], z_old[i],
-                                       proc.z[part.lo:part.hi], cache.n_local, cfg.n_topics,
-                                       parts[i]), cpu[i]))
-    # (the cache has every thread's moves already: added round by round)
+    if n_rounds == 1:
+        results = [(p[0], c) for p, c in zip(parts, cpu, strict=True)]
+    else:
+        results = [(combine_sweeps(cache.tokens[part.lo:part.hi], z_old[i],
+                                   proc.z[part.lo:part.hi], cache.n_local, cfg.n_topics,
+                                   parts[i]), cpu[i])
+                   for i, part in enumerate(proc.threads)]
     if early is None:
         return results, (0, 0)
     return results, (early.bytes_sent - sent0, early.bytes_received - got0)
@@ -465,15 +442,9 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     per_shard = float(cfg.slow_workers.get(worker, 0.0))
     slow = max(sum(float(cfg.slow_shards.get(st.index, 0.0)) + per_shard for st in part.shards)
                for part in proc.threads)
-    n_rounds = rounds_of(cfg, len(proc.threads), samplers[0].algorithm)
-    if n_rounds == 1:
-        results = _sweep_threads(spec, proc, samplers, pool, clock, alpha)
-        if slow:
-            time.sleep(slow)
-        early_bytes = (0, 0)
-    else:
-        results, early_bytes = _sweep_rounds(spec, proc, samplers, pool, clock, alpha, slow,
-                                             n_rounds)
+    results, early_bytes = _sweep_threads(spec, proc, samplers, pool, clock, alpha, slow,
+                                          rounds_of(cfg, len(proc.threads),
+                                                    samplers[0].algorithm))
     t_sweep = time.time()
     doc_ll = {st.index: float(doc_loglik(st.doc_ptr, st.z, alpha, cfg.n_topics))
               for st in proc.shards}

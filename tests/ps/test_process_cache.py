@@ -12,6 +12,7 @@ from biglda.ps import ProcessCache, TableShard
 from biglda.ps._kernels import add_coo
 from biglda.ps.calls import InProcess
 from biglda.ps.client import TableClient
+from biglda.ps.process_cache import add_deltas
 from biglda.ps.sizing import row_bounds
 
 K = 4
@@ -49,7 +50,7 @@ def test_process_caches_are_exact_and_trim_the_log():
             add_coo(cache.n_wk, words.astype(np.int64), topics, counts)
             cache.n_k += dk
             other = moves(rng, cache.n_wk, 6)
-            cache.merge_in([other])
+            add_deltas(cache.n_wk, cache.n_k, [other])
             cache.push_all(tables, clock, [(words, topics, counts, dk), other], 5.0)
             for w, t, c, _ in [(words, topics, counts, dk), other]:
                 np.add.at(truth, (cache.vocab[w], t), c)
