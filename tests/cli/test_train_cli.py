@@ -105,6 +105,9 @@ def _bad(args, capsys, out):
     (["--sampler-param", "mh_steps=1"], "--sampler-param need a named sampler"),
     (["--sampler-param", "mh_steps"], "--sampler-param expects KEY=VALUE"),
     (["--resume"], "cannot resume"),
+    (["--comm-budget", "-1"], "--comm-budget must be >= 0"),
+    (["--rounds", "0"], "--rounds must be >= 1"),
+    (["--comm-budget", "5", "--rounds", "1"], "--rounds must be >= 2 with --comm-budget"),
 ])
 def test_bad_settings(corpus_url, tmp_path, capsys, extra, message):
     out = str(tmp_path / "m.zarr")
