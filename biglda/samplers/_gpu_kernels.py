@@ -85,6 +85,36 @@ def _lock_simulator_shared_arrays() -> None:
 _lock_simulator_shared_arrays()
 
 
+def _share_simulator_atomic_lock() -> None:
+    """Make every simulated atomic take one lock, so an add and a sub never interleave.
+
+    numba-cuda's simulator (0.30, ``kernelapi``) guards each atomic kind with its own lock:
+    ``atomic.add`` holds ``addlock`` and ``atomic.sub`` holds ``sublock``. A count move is a
+    sub on the old topic and an add on the new one, so two threads moving tokens of the same
+    word can run a read-modify-write of one ``n_wk`` cell at the same time under different
+    locks, and one of the two updates is lost (CI saw ``n_wk[7, 0]`` one above the recount
+    of ``z``). On a GPU every atomic on a cell is serialised, whatever its kind; one lock
+    for all kinds is that. The ``with ...lock`` statements read the module globals at call
+    time, so rebinding them is enough. Compiled kernels are unaffected.
+    """
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        return
+    try:
+        from numba.cuda.simulator import kernelapi
+    except ImportError:  # pragma: no cover - a simulator laid out otherwise
+        return
+    names = [n for n in vars(kernelapi) if n.endswith("lock") and n != "_locks_register_lock"
+             and isinstance(getattr(kernelapi, n), type(threading.Lock()))]
+    one = kernelapi.addlock
+    for name in names:
+        setattr(kernelapi, name, one)
+
+
+_share_simulator_atomic_lock()
+
+
 def _add_simulator_warp_intrinsics() -> None:
     """Give the CUDA simulator the warp intrinsics the kernels use, for one-warp blocks.
 
