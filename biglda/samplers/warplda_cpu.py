@@ -38,8 +38,9 @@ of its tokens, and ``n_wk`` is written only where a token's topic changed.
 
 Memory per token: the word-order permutation (int64, cached per ``tokens`` array), a
 word-order copy of ``z`` and ``2 * mh_steps`` proposals (the dtype of ``z``); on several
-shards also ``mh_steps + 1`` float32 factors G. Cost per token: O(mh_steps), independent of
-K except through the cache footprint of the K scratch rows.
+shards also ``mh_steps + 1`` float32 factors G; these stay allocated between sweeps (one set
+per thread, sized to its largest shard). Cost per token: O(mh_steps), independent of K
+except through the cache footprint of the K scratch rows.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from numba import njit
 
 from biglda.errors import ConfigError
 from biglda.samplers._kernels import _build_alias, _sample_alias
+from biglda.samplers._prefetch import prefetch, prefetch_write
 from biglda.samplers.base import Sampler, SweepResult, check_sweep_args
 from biglda.samplers.rng import _next_float
 
@@ -81,24 +83,32 @@ def _word_order(tokens, n_rows):
     return word_ptr, perm, inv
 
 
+AHEAD = 16  # how many tokens ahead the kernel prefetches what it will gather
+
+
 @njit(nogil=True, cache=True)
 def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, beta,
-                n_words, state, mh_steps, word_ptr, perm, inv, zw0, zw, wprop, dprop, g_prop,
-                g_cur, local_only, out_words, out_topics, out_counts, delta_k):
+                n_words, state, mh_steps, word_ptr, perm, inv, tw, gw, local_only, out_words,
+                out_topics, out_counts, delta_k):
     """One WarpLDA sweep (word pass, doc pass, word pass); updates ``z``, ``n_wk``, ``n_k``.
 
     ``z`` uint16/int32 [N]; ``n_wk`` int32 [V_local, K]; ``n_k`` int64 [K]; ``perm``/``inv``
-    int64 [N] word order -> doc order and back; ``zw0``/``zw`` [N] and ``wprop``/``dprop``
-    [N * mh_steps] scratch of z's dtype (``dprop`` in word order); ``g_prop`` float32
-    [N * mh_steps] and ``g_cur`` float32 [N] scratch (length >= 1 when ``local_only``);
+    int64 [N] word order -> doc order and back. Per-token scratch, one row per token in word
+    order, so the document pass touches one row (not five scattered arrays) per token:
+    ``tw`` [N, 2 + 2 mh_steps] of z's dtype holds the topic of pass 1, the topic after pass 2,
+    the word proposals and the doc proposals; ``gw`` float32 [N, 1 + mh_steps] the factors G
+    of the current topic and of the word proposals (one row, unused, when ``local_only``).
     ``out_*`` int32 [>= 2 N] receive the COO delta of ``n_wk``, ``delta_k`` int64 [K] (zero)
     that of ``n_k``. Returns ``(state, n_accepted, n_proposed, n_delta)``.
     """
     n_topics = n_k.shape[0]
     n_rows = n_wk.shape[0]
+    n_tokens = z.shape[0]
     v_beta = n_words * beta
     k_beta = n_topics * beta
     m_steps = mh_steps
+    c_wp = 2  # tw columns: 0 topic of pass 1, 1 topic after pass 2, then the proposals
+    c_dp = 2 + m_steps
     hist = np.zeros(n_topics, dtype=np.int32)  # the visited row's counts (word or doc)
     acc = np.zeros(n_topics, dtype=np.int32)  # a word's net change, for the delta
     touched = np.empty(n_topics, dtype=np.int64)
@@ -109,7 +119,7 @@ def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, 
     n_propose = 0
 
     # ---- pass 1, word-major: snapshot z in word order, draw word proposals ----
-    # (the only gather of z: passes 2 and 3 then stream; wprop is written in doc order)
+    # (the only gather of z: passes 2 and 3 then stream, or touch one row of tw per token)
     for w in range(n_rows):
         lo = word_ptr[w]
         hi = word_ptr[w + 1]
@@ -117,16 +127,17 @@ def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, 
             continue
         n_w = hi - lo
         for j in range(lo, hi):
+            if j + AHEAD < n_tokens:
+                prefetch(z, perm[j + AHEAD])
             t = z[perm[j]]
-            zw0[j] = t
+            tw[j, 0] = t
             if not local_only:
                 hist[t] += 1
         mass = n_w + k_beta
         for j in range(lo, hi):
-            i = perm[j]
-            s0 = np.int64(zw0[j])
+            s0 = np.int64(tw[j, 0])
             if not local_only:
-                g_cur[i] = (n_wk[w, s0] - 1 + beta) / (hist[s0] - 1 + beta)
+                gw[j, 0] = (n_wk[w, s0] - 1 + beta) / (hist[s0] - 1 + beta)
             for m in range(m_steps):
                 state, u = _next_float(state)
                 u *= mass
@@ -134,18 +145,18 @@ def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, 
                     pos = np.int64(u)
                     if pos >= n_w:
                         pos = n_w - 1
-                    t = np.int64(zw0[lo + pos])
+                    t = np.int64(tw[lo + pos, 0])
                 else:
                     t = np.int64((u - n_w) / beta)
                     if t >= n_topics:
                         t = n_topics - 1
-                wprop[i * m_steps + m] = t
+                tw[j, c_wp + m] = t
                 if not local_only:
                     sub = 1 if t == s0 else 0
-                    g_prop[i * m_steps + m] = (n_wk[w, t] - sub + beta) / (hist[t] - sub + beta)
+                    gw[j, 1 + m] = (n_wk[w, t] - sub + beta) / (hist[t] - sub + beta)
         if not local_only:
             for j in range(lo, hi):
-                hist[zw0[j]] = 0
+                hist[tw[j, 0]] = 0
 
     # ---- pass 2, document-major: accept word proposals, draw doc proposals ----
     for k in range(n_topics):
@@ -157,22 +168,28 @@ def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, 
         for i in range(lo, hi):
             hist[z[i]] += 1
         for i in range(lo, hi):
+            j = inv[i]
+            if i + AHEAD < n_tokens:  # the rows of tokens a few ahead, in doc order
+                ja = inv[i + AHEAD]
+                prefetch(tw, ja)
+                if not local_only:
+                    prefetch(gw, ja)
             s0 = np.int64(z[i])
             s = s0
             hist[s] -= 1
             # n_s without token i: n_k still holds it at s0 (frozen for this pass)
             c_s = 1.0 / (n_k[s] - 1 + v_beta)
-            g_s = 1.0 if local_only else g_cur[i]
+            g_s = 1.0 if local_only else gw[j, 0]
             p_s = (hist[s] + alpha[s]) * c_s
             for m in range(m_steps):
-                t = np.int64(wprop[i * m_steps + m])
+                t = np.int64(tw[j, c_wp + m])
                 n_propose += 1
                 if t == s:
                     n_accept += 1
                     continue
                 c_t = 1.0 / (n_k[t] - 1 + v_beta) if t == s0 else coef[t]
                 p_t = (hist[t] + alpha[t]) * c_t
-                g_t = 1.0 if local_only else g_prop[i * m_steps + m]
+                g_t = 1.0 if local_only else gw[j, 1 + m]
                 state, u = _next_float(state)
                 if u * p_s * g_s < p_t * g_t:
                     s = t
@@ -189,7 +206,7 @@ def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, 
         mass = n_d + a_sum
         for i in range(lo, hi):
             j = inv[i]
-            zw[j] = z[i]
+            tw[j, 1] = z[i]
             for m in range(m_steps):
                 state, u = _next_float(state)
                 u *= mass
@@ -204,7 +221,7 @@ def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, 
                         t = n_topics - 1
                 else:
                     state, t = _sample_alias(state, 0, n_topics, a_thr, a_alias)
-                dprop[j * m_steps + m] = t
+                tw[j, c_dp + m] = t
         for i in range(lo, hi):
             hist[z[i]] = 0
     for k in range(n_topics):  # the delayed update of the topic totals
@@ -220,16 +237,18 @@ def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, 
         hi = word_ptr[w + 1]
         if lo == hi:
             continue
-        # zw0 holds the topics of pass 1 (what n_wk counts), zw the current ones
+        # column 0 holds the topics of pass 1 (what n_wk counts), column 1 the current ones
         for j in range(lo, hi):
-            t = zw[j]
+            t = tw[j, 1]
             if local_only:
                 hist[t] += 1
-            elif t != zw0[j]:
-                n_wk[w, zw0[j]] -= 1
+            elif t != tw[j, 0]:
+                n_wk[w, tw[j, 0]] -= 1
                 n_wk[w, t] += 1
         for j in range(lo, hi):
-            s1 = np.int64(zw[j])  # what n_k counts now
+            if j + AHEAD < n_tokens:  # where a move a few tokens ahead would write z
+                prefetch_write(z, perm[j + AHEAD])
+            s1 = np.int64(tw[j, 1])  # what n_k counts now
             s = s1
             if local_only:
                 hist[s] -= 1
@@ -238,7 +257,7 @@ def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, 
                 n_wk[w, s] -= 1
                 p_s = (n_wk[w, s] + beta) / (n_k[s] - 1 + v_beta)
             for m in range(m_steps):
-                t = np.int64(dprop[j * m_steps + m])
+                t = np.int64(tw[j, c_dp + m])
                 n_propose += 1
                 if t == s:
                     n_accept += 1
@@ -256,17 +275,17 @@ def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, 
             else:
                 n_wk[w, s] += 1
             if s != s1:
-                zw[j] = s
+                tw[j, 1] = s
                 z[perm[j]] = s
                 pass_k[s1] -= 1
                 pass_k[s] += 1
         # the word's net change since pass 1: into the row (on one shard) and the delta
         n_touched = 0
         for j in range(lo, hi):
-            t = np.int64(zw[j])
+            t = np.int64(tw[j, 1])
             if local_only:
                 hist[t] = 0
-            t0 = np.int64(zw0[j])
+            t0 = np.int64(tw[j, 0])
             if t != t0:
                 if local_only:
                     n_wk[w, t0] -= 1
@@ -311,6 +330,30 @@ def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, 
     return state, n_accept, n_propose, n_out
 
 
+class _Scratch:
+    """The per-token scratch arrays of a sweep, for up to ``capacity`` tokens.
+
+    See :meth:`WarpLDASampler._take_scratch`.
+    """
+
+    def __init__(self, n: int, m: int, dtype, local_only: bool):
+        self.capacity, self.m, self.dtype = n, m, np.dtype(dtype)
+        self.tw = np.empty((n, 2 + 2 * m), dtype=dtype)
+        self.gw = np.empty((1 if local_only else n, 1 + m), dtype=np.float32)
+        # a word's net change has at most 2 entries per token moved
+        self.out = [np.empty(2 * n, dtype=np.int32) for _ in range(3)]
+
+    def fits(self, n: int, m: int, dtype, local_only: bool) -> bool:
+        """Whether a sweep of ``n`` tokens can use these arrays."""
+        return (n <= self.capacity and m == self.m and np.dtype(dtype) == self.dtype
+                and (local_only or self.gw.shape[0] == self.capacity))
+
+    def views(self, n: int, local_only: bool) -> tuple:
+        """``(tw, gw, out_words, out_topics, out_counts)`` for ``n`` tokens."""
+        gw = self.gw[:1] if local_only else self.gw[:n]
+        return (self.tw[:n], gw, *(a[:2 * n] for a in self.out))
+
+
 class WarpLDASampler(Sampler):
     """WarpLDA Metropolis-Hastings on the CPU: O(1) per token, **not exact** (delayed updates).
 
@@ -339,6 +382,7 @@ class WarpLDASampler(Sampler):
         self.mh_steps = int(mh_steps)
         self._orders: dict = {}
         self._lock = threading.Lock()
+        self._spare: list[_Scratch] = []  # scratch of finished sweeps, for the next ones
 
     def _word_order(self, tokens, n_rows):
         """``(word_ptr, perm, inv)`` for ``tokens``, cached: a shard's tokens do not change."""
@@ -365,14 +409,10 @@ class WarpLDASampler(Sampler):
         n, n_topics = tokens.shape[0], n_k.shape[0]
         word_ptr, perm, inv = self._word_order(tokens, n_wk.shape[0])
         m = self.mh_steps
-        zw0 = np.empty(n, dtype=z.dtype)
-        zw = np.empty(n, dtype=z.dtype)
-        wprop = np.empty(n * m, dtype=z.dtype)
-        dprop = np.empty(n * m, dtype=z.dtype)
         # one shard's own table (n_k sums to its tokens): the word counts are its tokens', G = 1
         local_only = int(n_k.sum()) == n
-        g_prop = np.empty(1 if local_only else n * m, dtype=np.float32)
-        g_cur = np.empty(1 if local_only else n, dtype=np.float32)
+        scratch = self._take_scratch(n, m, z.dtype, local_only)
+        tw, gw, out_words, out_topics, out_counts = scratch.views(n, local_only)
         a_sum = float(alpha.sum())
         symmetric = bool(np.all(alpha == alpha[0]))
         a_thr = np.empty(n_topics, dtype=np.uint32)
@@ -380,19 +420,36 @@ class WarpLDASampler(Sampler):
         if not symmetric:
             _build_alias(alpha, 0, n_topics, a_thr, a_alias, np.empty(n_topics, np.float64),
                          np.empty(n_topics, np.int64), np.empty(n_topics, np.int64))
-        # a word's net change has at most 2 entries per token moved
-        out_words = np.empty(2 * n, dtype=np.int32)
-        out_topics = np.empty(2 * n, dtype=np.int32)
-        out_counts = np.empty(2 * n, dtype=np.int32)
         delta_k = np.zeros(n_topics, dtype=np.int64)
-        _, n_accept, n_propose, n_out = _warp_sweep(
-            doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, float(beta),
-            float(n_words), key.state(), m, word_ptr, perm, inv, zw0, zw, wprop, dprop,
-            g_prop, g_cur, local_only, out_words, out_topics, out_counts, delta_k)
-        return SweepResult(out_words[:n_out].copy(), out_topics[:n_out].copy(),
-                           out_counts[:n_out].copy(), delta_k, n,
-                           n_accept / n_propose if n_propose else None,
-                           time.perf_counter() - t0)
+        try:
+            _, n_accept, n_propose, n_out = _warp_sweep(
+                doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, float(beta),
+                float(n_words), key.state(), m, word_ptr, perm, inv, tw, gw, local_only,
+                out_words, out_topics, out_counts, delta_k)
+            result = SweepResult(out_words[:n_out].copy(), out_topics[:n_out].copy(),
+                                 out_counts[:n_out].copy(), delta_k, n,
+                                 n_accept / n_propose if n_propose else None,
+                                 time.perf_counter() - t0)
+        finally:
+            with self._lock:
+                self._spare.append(scratch)
+        return result
+
+    def _take_scratch(self, n: int, m: int, dtype, local_only: bool) -> _Scratch:
+        """Return a spare :class:`_Scratch` that fits ``n`` tokens, or a new one.
+
+        Reused across sweeps because fresh arrays are fresh pages: at 50 M tokens a sweep
+        allocated ~2 GB of scratch, and faulting it in cost ~3 s of kernel (system) time
+        a sweep, a quarter of the sweep. One spare per thread that sweeps with this sampler
+        (the trainer gives each thread its own); a smaller one is dropped for a larger.
+        """
+        with self._lock:
+            for i, spare in enumerate(self._spare):
+                if spare.fits(n, m, dtype, local_only):
+                    return self._spare.pop(i)
+            if self._spare:  # too small or of another dtype: let it go, do not hoard
+                self._spare.pop()
+        return _Scratch(n, m, dtype, local_only)
 
     def __repr__(self) -> str:
         """Show the number of MH steps."""
