@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numba
 import numpy as np
+
+_EMPTY32 = np.zeros(0, dtype=np.int32)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -414,3 +417,76 @@ def add_sorted(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]
                     t2.astype(np.int32, copy=False), c2.astype(np.int32, copy=False),
                     out_r, out_t, out_c)
     return out_r[:m], out_t[:m], out_c[:m]
+
+
+@numba.njit(nogil=True, cache=True)
+def _sorted_unique(rows, topics):  # pragma: no cover - jit
+    """Whether the pairs (rows[i], topics[i]) are strictly increasing."""
+    for i in range(1, rows.shape[0]):
+        if rows[i] < rows[i - 1] or (rows[i] == rows[i - 1] and topics[i] <= topics[i - 1]):
+            return False
+    return True
+
+
+def sum_sorted(parts: Sequence[tuple[np.ndarray, ...]]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sum COO deltas ``(rows, topics, counts, ...)``, each sorted by (row, topic) and unique.
+
+    A pairwise tree of :func:`add_sorted`: O(M log P) for P parts of M entries in all, where
+    :func:`merge_coo` sorts all M (a push of two threads' 10 M entries: ~1 s there). The
+    result is what :func:`merge_coo` gives (sorted, unique, int32), without zeros when
+    there are two parts or more; one part comes back as it is. Parts that turn out not to
+    be sorted (checked, O(M)) go through :func:`merge_coo`.
+
+    Examples
+    --------
+    >>> r, t, c = sum_sorted([(np.array([0, 2]), np.array([1, 0]), np.array([3, 1])),
+    ...                       (np.array([0]), np.array([1]), np.array([-3])),
+    ...                       (np.array([1]), np.array([4]), np.array([2]))])
+    >>> r.tolist(), t.tolist(), c.tolist()
+    ([1, 2], [4, 0], [2, 1])
+    """
+    todo = [tuple(p[:3]) for p in parts if len(p[0])]
+    if not todo:
+        return _EMPTY32, _EMPTY32, _EMPTY32
+    if len(todo) > 1 and not all(_sorted_unique(np.asarray(r), np.asarray(t))
+                                 for r, t, _ in todo):
+        # a part out of order (none of the sweeps' or the table's, but COO allows it)
+        rows, topics, counts = (np.concatenate([p[i] for p in todo]) for i in range(3))
+        return merge_coo(rows, topics, counts, int(topics.max()) + 1)
+    while len(todo) > 1:
+        todo = [add_sorted(todo[i], todo[i + 1]) if i + 1 < len(todo) else todo[i]
+                for i in range(0, len(todo), 2)]
+    rows, topics, counts = todo[0]
+    return (np.asarray(rows).astype(np.int32, copy=False),
+            np.asarray(topics).astype(np.int32, copy=False),
+            np.asarray(counts).astype(np.int32, copy=False))
+
+
+@numba.njit(nogil=True, cache=True)
+def top_rows(n_wk, n):  # pragma: no cover - jit
+    """Find the ``n`` largest rows of each column of ``n_wk`` (int [R, K], >= 0, n <= R).
+
+    Returns ``(rows int64 [n, K], counts int64 [n, K])``, each column by count descending,
+    equal counts by row ascending. One pass over the table in memory order with a sorted
+    top-``n`` list per column, entered only by a count above the column's current bar:
+    O(R K) reads and few inserts, where ``np.argpartition(-n_wk, n - 1, axis=0)`` negated a
+    copy of the table and partitioned every column (1.1 s at R = 50 k, K = 1000).
+    """
+    n_rows, n_cols = n_wk.shape
+    rows = np.full((n, n_cols), -1, np.int64)
+    counts = np.full((n, n_cols), -1, np.int64)  # -1: an empty slot
+    bar = np.full(n_cols, -1, np.int64)  # the n-th largest count so far, per column
+    for r in range(n_rows):
+        for k in range(n_cols):
+            c = np.int64(n_wk[r, k])
+            if c > bar[k]:
+                j = n - 1
+                while j > 0 and counts[j - 1, k] < c:
+                    counts[j, k] = counts[j - 1, k]
+                    rows[j, k] = rows[j - 1, k]
+                    j -= 1
+                counts[j, k] = c
+                rows[j, k] = r
+                bar[k] = counts[n - 1, k]
+    return rows, counts

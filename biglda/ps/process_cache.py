@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from biglda.ps._kernels import add_coo, merge_coo
+from biglda.ps._kernels import add_coo, sum_sorted
 from biglda.ps.cache import ShardCache
 from biglda.ps.client import TableClient
 
@@ -58,12 +58,8 @@ class ProcessCache(ShardCache):
         parts = [d for d in deltas if len(d[0])]
         if len(parts) == 1:
             words, topics, counts = parts[0][:3]
-        elif parts:
-            words, topics, counts = merge_coo(
-                np.concatenate([d[0] for d in parts]), np.concatenate([d[1] for d in parts]),
-                np.concatenate([d[2] for d in parts]), self.n_topics)
-        else:
-            words = topics = counts = _EMPTY
+        else:  # each sweep's delta is sorted and unique (the sampler contract): merge them
+            words, topics, counts = sum_sorted(parts)
         sent = self.push(tables, clock, words, topics, counts, timeout)
         self.push_members(tables, clock, timeout)
         return sent

@@ -58,8 +58,9 @@ from biglda.ps._kernels import (
     fold,
     gather,
     lgamma_table,
-    merge_coo,
     subtract_sorted,
+    sum_sorted,
+    top_rows,
 )
 from biglda.ps.protocol import NO_CLOCK
 
@@ -372,12 +373,9 @@ class TableShard:
                     parts.append((e.rows[keep], e.topics[keep], e.counts[keep]))
                     dk += e.dk
                     received[e.writer] = max(received[e.writer], c)
-        if len(parts) > 1:  # slices of one D_c or one push are unique (row, topic) already
-            rows = np.concatenate([p[0] for p in parts])
-            self.pull_merged += len(rows)
-            rows, topics, counts = merge_coo(rows, np.concatenate([p[1] for p in parts]),
-                                             np.concatenate([p[2] for p in parts]),
-                                             self.n_topics)
+        if len(parts) > 1:  # slices of one D_c or one push: sorted, unique (row, topic)
+            self.pull_merged += sum(len(p[0]) for p in parts)
+            rows, topics, counts = sum_sorted(parts)
         elif parts:
             rows, topics, counts = parts[0]
         else:
@@ -505,9 +503,8 @@ class TableShard:
         n = min(int(n), len(self.n_wk))
         if n == 0:
             return np.zeros((0, self.n_topics), np.int64), np.zeros((0, self.n_topics), np.int32)
-        idx = np.argpartition(-self.n_wk, n - 1, axis=0)[:n]
-        counts = np.take_along_axis(self.n_wk, idx, axis=0)
-        return idx.astype(np.int64) + self.row_start, counts
+        idx, counts = top_rows(self.n_wk, n)
+        return idx + self.row_start, counts.astype(np.int32)
 
     def info(self) -> dict[str, Any]:
         """Return the counters: bytes, pushes, log length, applied clocks, work of pulls.
