@@ -30,7 +30,8 @@ class SweepResult:
     ``delta_words/delta_topics/delta_counts`` (int32 [M]) are the change of ``n_wk`` as COO
     with unique (word, topic) pairs in local word ids, sorted by (word, topic); ``delta_k``
     (int64 [K]) the change of ``n_k``. ``accept_rate`` is the Metropolis-Hastings acceptance
-    rate (None for Gibbs).
+    rate (None for Gibbs). ``cpu_seconds`` is the CPU time of every thread that swept, where
+    the sampler used several (None: only the calling thread's, which the caller measures).
     """
 
     delta_words: np.ndarray
@@ -40,6 +41,7 @@ class SweepResult:
     n_tokens: int
     accept_rate: float | None
     seconds: float
+    cpu_seconds: float | None = None
 
 
 def combine_sweeps(tokens: np.ndarray, z_old: np.ndarray, z: np.ndarray, n_rows: int,
@@ -52,9 +54,11 @@ def combine_sweeps(tokens: np.ndarray, z_old: np.ndarray, z: np.ndarray, n_rows:
     words, topics, counts, delta_k = _sweep_delta(tokens, z_old, z, n_rows, n_topics)
     rates = [(p.accept_rate, p.n_tokens) for p in parts if p.accept_rate is not None]
     n = sum(t for _, t in rates)
+    cpu = [p.cpu_seconds for p in parts]
     return SweepResult(words, topics, counts, delta_k, sum(p.n_tokens for p in parts),
                        sum(a * t for a, t in rates) / n if rates and n else None,
-                       sum(p.seconds for p in parts))
+                       sum(p.seconds for p in parts),
+                       None if any(c is None for c in cpu) else sum(c or 0.0 for c in cpu))
 
 
 def as_alpha(alpha, n_topics: int) -> np.ndarray:

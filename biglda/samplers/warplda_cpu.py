@@ -47,6 +47,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -85,249 +88,333 @@ def _word_order(tokens, n_rows):
 
 AHEAD = 16  # how many tokens ahead the kernel prefetches what it will gather
 
+#: Tokens per block of a pass. A block (a run of whole words, or of whole documents) is the
+#: unit of the random streams and of the work the threads of a sweep share: each block draws
+#: from its own stream, so the chain does not depend on how many threads sweep it. At ~16 k
+#: tokens a block costs a stream seed (ns) and gives 16 threads ~9 blocks each on 2.4 M tokens.
+BLOCK_TOKENS = 1 << 14
+
+# stream tags of the three passes (the high bits; the block number is the low bits)
+_PASS1 = np.uint64(1 << 40)
+_PASS2 = np.uint64(2 << 40)
+_PASS3 = np.uint64(3 << 40)
+_GOLD = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_R30 = np.uint64(30)
+_R27 = np.uint64(27)
+_R31 = np.uint64(31)
+
 
 @njit(nogil=True, cache=True)
-def _warp_sweep(doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, beta,
-                n_words, state, mh_steps, word_ptr, perm, inv, tw, gw, local_only, out_words,
-                out_topics, out_counts, delta_k):
-    """One WarpLDA sweep (word pass, doc pass, word pass); updates ``z``, ``n_wk``, ``n_k``.
+def _block_state(state, tag, block):
+    """Return one block's generator state for a pass: splitmix64 of ``state ^ (tag | block)``."""
+    x = (state ^ (tag | np.uint64(block))) + _GOLD
+    x = (x ^ (x >> _R30)) * _MIX1
+    x = (x ^ (x >> _R27)) * _MIX2
+    x = x ^ (x >> _R31)
+    if x == 0:
+        x = _GOLD
+    return x
 
-    ``z`` uint16/int32 [N]; ``n_wk`` int32 [V_local, K]; ``n_k`` int64 [K]; ``perm``/``inv``
-    int64 [N] word order -> doc order and back. Per-token scratch, one row per token in word
-    order, so the document pass touches one row (not five scattered arrays) per token:
-    ``tw`` [N, 2 + 2 mh_steps] of z's dtype holds the topic of pass 1, the topic after pass 2,
-    the word proposals and the doc proposals; ``gw`` float32 [N, 1 + mh_steps] the factors G
-    of the current topic and of the word proposals (one row, unused, when ``local_only``).
-    ``out_*`` int32 [>= 2 N] receive the COO delta of ``n_wk``, ``delta_k`` int64 [K] (zero)
-    that of ``n_k``. Returns ``(state, n_accepted, n_proposed, n_delta)``.
+
+@njit(nogil=True, cache=True)
+def _blocks(ptr, size):
+    """Cut the rows of a CSR pointer into runs of whole rows of about ``size`` tokens.
+
+    ``ptr`` int64 [R + 1]; returns int64 [B + 1] row boundaries (B >= 1).
+    """
+    n_rows = ptr.shape[0] - 1
+    out = np.empty(n_rows + 2, dtype=np.int64)
+    out[0] = 0
+    nb = 1
+    start = ptr[0]
+    for r in range(n_rows - 1):
+        if ptr[r + 1] - start >= size:
+            out[nb] = r + 1
+            nb += 1
+            start = ptr[r + 1]
+    out[nb] = n_rows
+    return out[:nb + 1].copy()
+
+
+@njit(nogil=True, cache=True)
+def _pass_word_proposals(b_lo, b_hi, wblocks, word_ptr, perm, z, n_wk, tw, gw, beta,
+                         n_topics, m_steps, local_only, key_state):
+    """Pass 1 over word blocks ``[b_lo, b_hi)``: snapshot ``z`` in word order, draw word proposals.
+
+    ``tw`` [N, 2 + 2 mh_steps] (z's dtype) and ``gw`` float32 [N or 1, 1 + mh_steps] as in
+    :meth:`WarpLDASampler.sweep`; reads ``z`` and ``n_wk``, writes the blocks' rows of ``tw``
+    and ``gw`` only.
+    """
+    n_tokens = z.shape[0]
+    k_beta = n_topics * beta
+    c_wp = 2
+    hist = np.zeros(n_topics, dtype=np.int32)  # the word's counts among these tokens
+    for b in range(b_lo, b_hi):
+        state = _block_state(key_state, _PASS1, b)
+        for w in range(wblocks[b], wblocks[b + 1]):
+            lo = word_ptr[w]
+            hi = word_ptr[w + 1]
+            if lo == hi:
+                continue
+            n_w = hi - lo
+            # (the only gather of z: passes 2 and 3 then stream, or touch one row of tw)
+            for j in range(lo, hi):
+                if j + AHEAD < n_tokens:
+                    prefetch(z, perm[j + AHEAD])
+                t = z[perm[j]]
+                tw[j, 0] = t
+                if not local_only:
+                    hist[t] += 1
+            mass = n_w + k_beta
+            for j in range(lo, hi):
+                s0 = np.int64(tw[j, 0])
+                if not local_only:
+                    gw[j, 0] = (n_wk[w, s0] - 1 + beta) / (hist[s0] - 1 + beta)
+                for m in range(m_steps):
+                    state, u = _next_float(state)
+                    u *= mass
+                    if u < n_w:
+                        pos = np.int64(u)
+                        if pos >= n_w:
+                            pos = n_w - 1
+                        t = np.int64(tw[lo + pos, 0])
+                    else:
+                        t = np.int64((u - n_w) / beta)
+                        if t >= n_topics:
+                            t = n_topics - 1
+                    tw[j, c_wp + m] = t
+                    if not local_only:
+                        sub = 1 if t == s0 else 0
+                        gw[j, 1 + m] = (n_wk[w, t] - sub + beta) / (hist[t] - sub + beta)
+            if not local_only:
+                for j in range(lo, hi):
+                    hist[tw[j, 0]] = 0
+
+
+@njit(nogil=True, cache=True)
+def _pass_documents(b_lo, b_hi, dblocks, doc_ptr, z, inv, tw, gw, n_k, coef, alpha, a_sum,
+                    symmetric, a_thr, a_alias, v_beta, m_steps, local_only, key_state, pass_k):
+    """Pass 2 over document blocks ``[b_lo, b_hi)``: accept the word proposals, draw doc ones.
+
+    ``n_k`` and ``coef`` (1 / (n_k + V beta)) are frozen for the pass; the blocks' moves are
+    added to ``pass_k`` int64 [K]. Writes the blocks' tokens of ``z`` and their rows of ``tw``.
+    Returns ``(n_accepted, n_proposed)``.
     """
     n_topics = n_k.shape[0]
-    n_rows = n_wk.shape[0]
     n_tokens = z.shape[0]
-    v_beta = n_words * beta
-    k_beta = n_topics * beta
-    m_steps = mh_steps
-    c_wp = 2  # tw columns: 0 topic of pass 1, 1 topic after pass 2, then the proposals
+    c_wp = 2
     c_dp = 2 + m_steps
-    hist = np.zeros(n_topics, dtype=np.int32)  # the visited row's counts (word or doc)
+    hist = np.zeros(n_topics, dtype=np.int32)  # the document's counts
+    n_accept = 0
+    n_propose = 0
+    for b in range(b_lo, b_hi):
+        state = _block_state(key_state, _PASS2, b)
+        for d in range(dblocks[b], dblocks[b + 1]):
+            lo = doc_ptr[d]
+            hi = doc_ptr[d + 1]
+            n_d = hi - lo
+            for i in range(lo, hi):
+                hist[z[i]] += 1
+            for i in range(lo, hi):
+                j = inv[i]
+                if i + AHEAD < n_tokens:  # the rows of tokens a few ahead, in doc order
+                    ja = inv[i + AHEAD]
+                    prefetch(tw, ja)
+                    if not local_only:
+                        prefetch(gw, ja)
+                s0 = np.int64(z[i])
+                s = s0
+                hist[s] -= 1
+                # n_s without token i: n_k still holds it at s0 (frozen for this pass)
+                c_s = 1.0 / (n_k[s] - 1 + v_beta)
+                g_s = 1.0 if local_only else gw[j, 0]
+                p_s = (hist[s] + alpha[s]) * c_s
+                for m in range(m_steps):
+                    t = np.int64(tw[j, c_wp + m])
+                    n_propose += 1
+                    if t == s:
+                        n_accept += 1
+                        continue
+                    c_t = 1.0 / (n_k[t] - 1 + v_beta) if t == s0 else coef[t]
+                    p_t = (hist[t] + alpha[t]) * c_t
+                    g_t = 1.0 if local_only else gw[j, 1 + m]
+                    state, u = _next_float(state)
+                    if u * p_s * g_s < p_t * g_t:
+                        s = t
+                        p_s = p_t
+                        g_s = g_t
+                        n_accept += 1
+                hist[s] += 1
+                if s != s0:
+                    z[i] = s
+                    pass_k[s0] -= 1
+                    pass_k[s] += 1
+            # doc proposals from the document's counts after its update (q_d ∝ n_dk + alpha),
+            # written in word order together with the current topic, so pass 3 streams
+            mass = n_d + a_sum
+            for i in range(lo, hi):
+                j = inv[i]
+                tw[j, 1] = z[i]
+                for m in range(m_steps):
+                    state, u = _next_float(state)
+                    u *= mass
+                    if u < n_d:
+                        pos = np.int64(u)
+                        if pos >= n_d:
+                            pos = n_d - 1
+                        t = np.int64(z[lo + pos])
+                    elif symmetric:
+                        t = np.int64((u - n_d) / a_sum * n_topics)
+                        if t >= n_topics:
+                            t = n_topics - 1
+                    else:
+                        state, t = _sample_alias(state, 0, n_topics, a_thr, a_alias)
+                    tw[j, c_dp + m] = t
+            for i in range(lo, hi):
+                hist[z[i]] = 0
+    return n_accept, n_propose
+
+
+@njit(nogil=True, cache=True)
+def _pass_word_accept(b_lo, b_hi, wblocks, word_ptr, perm, z, tw, n_wk, n_k, coef, beta,
+                      v_beta, m_steps, local_only, key_state, pass_k, out_words, out_topics,
+                      out_counts, out_n):
+    """Pass 3 over word blocks ``[b_lo, b_hi)``: bring rows up to date, accept doc proposals.
+
+    ``n_k`` / ``coef`` frozen, moves into ``pass_k`` as in pass 2. Writes the blocks' rows of
+    ``n_wk``, their tokens of ``z`` and the COO delta of their words: block ``b``'s entries
+    start at ``out_*[2 * word_ptr[wblocks[b]]]`` (a word's net change has at most 2 entries
+    per token), ``out_n[b]`` says how many. Returns ``(n_accepted, n_proposed)``.
+    """
+    n_topics = n_k.shape[0]
+    n_tokens = z.shape[0]
+    c_dp = 2 + m_steps
+    hist = np.zeros(n_topics, dtype=np.int32)  # the word's counts (one shard's own table)
     acc = np.zeros(n_topics, dtype=np.int32)  # a word's net change, for the delta
     touched = np.empty(n_topics, dtype=np.int64)
     seen = np.full(n_topics, -1, dtype=np.int64)
-    coef = np.empty(n_topics, dtype=np.float64)  # 1 / (n_k + V beta), frozen per pass
-    pass_k = np.zeros(n_topics, dtype=np.int64)
     n_accept = 0
     n_propose = 0
-
-    # ---- pass 1, word-major: snapshot z in word order, draw word proposals ----
-    # (the only gather of z: passes 2 and 3 then stream, or touch one row of tw per token)
-    for w in range(n_rows):
-        lo = word_ptr[w]
-        hi = word_ptr[w + 1]
-        if lo == hi:
-            continue
-        n_w = hi - lo
-        for j in range(lo, hi):
-            if j + AHEAD < n_tokens:
-                prefetch(z, perm[j + AHEAD])
-            t = z[perm[j]]
-            tw[j, 0] = t
-            if not local_only:
-                hist[t] += 1
-        mass = n_w + k_beta
-        for j in range(lo, hi):
-            s0 = np.int64(tw[j, 0])
-            if not local_only:
-                gw[j, 0] = (n_wk[w, s0] - 1 + beta) / (hist[s0] - 1 + beta)
-            for m in range(m_steps):
-                state, u = _next_float(state)
-                u *= mass
-                if u < n_w:
-                    pos = np.int64(u)
-                    if pos >= n_w:
-                        pos = n_w - 1
-                    t = np.int64(tw[lo + pos, 0])
-                else:
-                    t = np.int64((u - n_w) / beta)
-                    if t >= n_topics:
-                        t = n_topics - 1
-                tw[j, c_wp + m] = t
-                if not local_only:
-                    sub = 1 if t == s0 else 0
-                    gw[j, 1 + m] = (n_wk[w, t] - sub + beta) / (hist[t] - sub + beta)
-        if not local_only:
+    for b in range(b_lo, b_hi):
+        state = _block_state(key_state, _PASS3, b)
+        n_out = 2 * word_ptr[wblocks[b]]
+        first = n_out
+        for w in range(wblocks[b], wblocks[b + 1]):
+            lo = word_ptr[w]
+            hi = word_ptr[w + 1]
+            if lo == hi:
+                continue
+            # column 0 holds the topics of pass 1 (what n_wk counts), column 1 the current
             for j in range(lo, hi):
-                hist[tw[j, 0]] = 0
-
-    # ---- pass 2, document-major: accept word proposals, draw doc proposals ----
-    for k in range(n_topics):
-        coef[k] = 1.0 / (n_k[k] + v_beta)
-    for d in range(doc_ptr.shape[0] - 1):
-        lo = doc_ptr[d]
-        hi = doc_ptr[d + 1]
-        n_d = hi - lo
-        for i in range(lo, hi):
-            hist[z[i]] += 1
-        for i in range(lo, hi):
-            j = inv[i]
-            if i + AHEAD < n_tokens:  # the rows of tokens a few ahead, in doc order
-                ja = inv[i + AHEAD]
-                prefetch(tw, ja)
-                if not local_only:
-                    prefetch(gw, ja)
-            s0 = np.int64(z[i])
-            s = s0
-            hist[s] -= 1
-            # n_s without token i: n_k still holds it at s0 (frozen for this pass)
-            c_s = 1.0 / (n_k[s] - 1 + v_beta)
-            g_s = 1.0 if local_only else gw[j, 0]
-            p_s = (hist[s] + alpha[s]) * c_s
-            for m in range(m_steps):
-                t = np.int64(tw[j, c_wp + m])
-                n_propose += 1
-                if t == s:
-                    n_accept += 1
-                    continue
-                c_t = 1.0 / (n_k[t] - 1 + v_beta) if t == s0 else coef[t]
-                p_t = (hist[t] + alpha[t]) * c_t
-                g_t = 1.0 if local_only else gw[j, 1 + m]
-                state, u = _next_float(state)
-                if u * p_s * g_s < p_t * g_t:
-                    s = t
-                    p_s = p_t
-                    g_s = g_t
-                    n_accept += 1
-            hist[s] += 1
-            if s != s0:
-                z[i] = s
-                pass_k[s0] -= 1
-                pass_k[s] += 1
-        # doc proposals from the document's counts after its update (q_d ∝ n_dk + alpha),
-        # written in word order together with the current topic, so pass 3 streams
-        mass = n_d + a_sum
-        for i in range(lo, hi):
-            j = inv[i]
-            tw[j, 1] = z[i]
-            for m in range(m_steps):
-                state, u = _next_float(state)
-                u *= mass
-                if u < n_d:
-                    pos = np.int64(u)
-                    if pos >= n_d:
-                        pos = n_d - 1
-                    t = np.int64(z[lo + pos])
-                elif symmetric:
-                    t = np.int64((u - n_d) / a_sum * n_topics)
-                    if t >= n_topics:
-                        t = n_topics - 1
-                else:
-                    state, t = _sample_alias(state, 0, n_topics, a_thr, a_alias)
-                tw[j, c_dp + m] = t
-        for i in range(lo, hi):
-            hist[z[i]] = 0
-    for k in range(n_topics):  # the delayed update of the topic totals
-        n_k[k] += pass_k[k]
-        delta_k[k] += pass_k[k]
-        pass_k[k] = 0
-        coef[k] = 1.0 / (n_k[k] + v_beta)
-
-    # ---- pass 3, word-major: bring rows up to date, accept doc proposals ----
-    n_out = 0
-    for w in range(n_rows):
-        lo = word_ptr[w]
-        hi = word_ptr[w + 1]
-        if lo == hi:
-            continue
-        # column 0 holds the topics of pass 1 (what n_wk counts), column 1 the current ones
-        for j in range(lo, hi):
-            t = tw[j, 1]
-            if local_only:
-                hist[t] += 1
-            elif t != tw[j, 0]:
-                n_wk[w, tw[j, 0]] -= 1
-                n_wk[w, t] += 1
-        for j in range(lo, hi):
-            if j + AHEAD < n_tokens:  # where a move a few tokens ahead would write z
-                prefetch_write(z, perm[j + AHEAD])
-            s1 = np.int64(tw[j, 1])  # what n_k counts now
-            s = s1
-            if local_only:
-                hist[s] -= 1
-                p_s = (hist[s] + beta) / (n_k[s] - 1 + v_beta)
-            else:
-                n_wk[w, s] -= 1
-                p_s = (n_wk[w, s] + beta) / (n_k[s] - 1 + v_beta)
-            for m in range(m_steps):
-                t = np.int64(tw[j, c_dp + m])
-                n_propose += 1
-                if t == s:
-                    n_accept += 1
-                    continue
-                c_t = 1.0 / (n_k[t] - 1 + v_beta) if t == s1 else coef[t]
-                row_t = hist[t] if local_only else n_wk[w, t]
-                p_t = (row_t + beta) * c_t
-                state, u = _next_float(state)
-                if u * p_s < p_t:
-                    s = t
-                    p_s = p_t
-                    n_accept += 1
-            if local_only:
-                hist[s] += 1
-            else:
-                n_wk[w, s] += 1
-            if s != s1:
-                tw[j, 1] = s
-                z[perm[j]] = s
-                pass_k[s1] -= 1
-                pass_k[s] += 1
-        # the word's net change since pass 1: into the row (on one shard) and the delta
-        n_touched = 0
-        for j in range(lo, hi):
-            t = np.int64(tw[j, 1])
-            if local_only:
-                hist[t] = 0
-            t0 = np.int64(tw[j, 0])
-            if t != t0:
+                t = tw[j, 1]
                 if local_only:
-                    n_wk[w, t0] -= 1
+                    hist[t] += 1
+                elif t != tw[j, 0]:
+                    n_wk[w, tw[j, 0]] -= 1
                     n_wk[w, t] += 1
-                acc[t0] -= 1
-                acc[t] += 1
-                if seen[t0] != w:
-                    seen[t0] = w
-                    touched[n_touched] = t0
-                    n_touched += 1
-                if seen[t] != w:
-                    seen[t] = w
-                    touched[n_touched] = t
-                    n_touched += 1
-        if n_touched * 8 > n_topics:  # many topics: read them in order off the dense row
-            for k in range(n_topics):
-                if seen[k] == w and acc[k] != 0:
-                    out_words[n_out] = w
-                    out_topics[n_out] = k
-                    out_counts[n_out] = acc[k]
-                    n_out += 1
-                acc[k] = 0
-        else:  # few: insertion sort, topics ascending within the word
-            for a in range(1, n_touched):
-                t = touched[a]
-                b = a
-                while b > 0 and touched[b - 1] > t:
-                    touched[b] = touched[b - 1]
-                    b -= 1
-                touched[b] = t
-            for a in range(n_touched):
-                t = touched[a]
-                if acc[t] != 0:
-                    out_words[n_out] = w
-                    out_topics[n_out] = t
-                    out_counts[n_out] = acc[t]
-                    n_out += 1
-                acc[t] = 0
-    for k in range(n_topics):
-        n_k[k] += pass_k[k]
-        delta_k[k] += pass_k[k]
-    return state, n_accept, n_propose, n_out
+            for j in range(lo, hi):
+                if j + AHEAD < n_tokens:  # where a move a few tokens ahead would write z
+                    prefetch_write(z, perm[j + AHEAD])
+                s1 = np.int64(tw[j, 1])  # what n_k counts now
+                s = s1
+                if local_only:
+                    hist[s] -= 1
+                    p_s = (hist[s] + beta) / (n_k[s] - 1 + v_beta)
+                else:
+                    n_wk[w, s] -= 1
+                    p_s = (n_wk[w, s] + beta) / (n_k[s] - 1 + v_beta)
+                for m in range(m_steps):
+                    t = np.int64(tw[j, c_dp + m])
+                    n_propose += 1
+                    if t == s:
+                        n_accept += 1
+                        continue
+                    c_t = 1.0 / (n_k[t] - 1 + v_beta) if t == s1 else coef[t]
+                    row_t = hist[t] if local_only else n_wk[w, t]
+                    p_t = (row_t + beta) * c_t
+                    state, u = _next_float(state)
+                    if u * p_s < p_t:
+                        s = t
+                        p_s = p_t
+                        n_accept += 1
+                if local_only:
+                    hist[s] += 1
+                else:
+                    n_wk[w, s] += 1
+                if s != s1:
+                    tw[j, 1] = s
+                    z[perm[j]] = s
+                    pass_k[s1] -= 1
+                    pass_k[s] += 1
+            # the word's net change since pass 1: into the row (on one shard) and the delta
+            n_touched = 0
+            for j in range(lo, hi):
+                t = np.int64(tw[j, 1])
+                if local_only:
+                    hist[t] = 0
+                t0 = np.int64(tw[j, 0])
+                if t != t0:
+                    if local_only:
+                        n_wk[w, t0] -= 1
+                        n_wk[w, t] += 1
+                    acc[t0] -= 1
+                    acc[t] += 1
+                    if seen[t0] != w:
+                        seen[t0] = w
+                        touched[n_touched] = t0
+                        n_touched += 1
+                    if seen[t] != w:
+                        seen[t] = w
+                        touched[n_touched] = t
+                        n_touched += 1
+            if n_touched * 8 > n_topics:  # many topics: read them in order off the dense row
+                for k in range(n_topics):
+                    if seen[k] == w and acc[k] != 0:
+                        out_words[n_out] = w
+                        out_topics[n_out] = k
+                        out_counts[n_out] = acc[k]
+                        n_out += 1
+                    acc[k] = 0
+            else:  # few: insertion sort, topics ascending within the word
+                for a in range(1, n_touched):
+                    t = touched[a]
+                    c = a
+                    while c > 0 and touched[c - 1] > t:
+                        touched[c] = touched[c - 1]
+                        c -= 1
+                    touched[c] = t
+                for a in range(n_touched):
+                    t = touched[a]
+                    if acc[t] != 0:
+                        out_words[n_out] = w
+                        out_topics[n_out] = t
+                        out_counts[n_out] = acc[t]
+                        n_out += 1
+                    acc[t] = 0
+        out_n[b] = n_out - first
+    return n_accept, n_propose
+
+
+@njit(nogil=True, cache=True)
+def _gather_delta(wblocks, word_ptr, out_n, out_words, out_topics, out_counts):
+    """Return the blocks' COO deltas one after another (sorted by word, as the blocks are)."""
+    total = 0
+    for b in range(out_n.shape[0]):
+        total += out_n[b]
+    words = np.empty(total, dtype=np.int32)
+    topics = np.empty(total, dtype=np.int32)
+    counts = np.empty(total, dtype=np.int32)
+    n = 0
+    for b in range(out_n.shape[0]):
+        first = 2 * word_ptr[wblocks[b]]
+        for e in range(first, first + out_n[b]):
+            words[n] = out_words[e]
+            topics[n] = out_topics[e]
+            counts[n] = out_counts[e]
+            n += 1
+    return words, topics, counts
 
 
 class _Scratch:
@@ -354,12 +441,62 @@ class _Scratch:
         return (self.tw[:n], gw, *(a[:2 * n] for a in self.out))
 
 
+class _Order:
+    """What a sweep of one tokens array needs besides the counts (cached per array).
+
+    The word order ``(word_ptr, perm, inv)`` and the word and document blocks of the passes.
+    """
+
+    def __init__(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int) -> None:
+        self.tokens = tokens.copy()
+        self.doc_ptr = doc_ptr.copy()
+        self.word_ptr, self.perm, self.inv = _word_order(tokens, np.int64(n_rows))
+        self.wblocks = _blocks(self.word_ptr, BLOCK_TOKENS)
+        self.dblocks = _blocks(doc_ptr, BLOCK_TOKENS)
+
+    def matches(self, tokens: np.ndarray, doc_ptr: np.ndarray) -> bool:
+        """Say whether this order is still that of ``tokens`` / ``doc_ptr`` (same data)."""
+        return (np.array_equal(self.tokens, tokens)
+                and np.array_equal(self.doc_ptr, doc_ptr))
+
+    @staticmethod
+    def split(blocks: np.ndarray, ptr: np.ndarray, n_parts: int) -> np.ndarray:
+        """``n_parts`` runs of consecutive blocks with about equal tokens: int64 [n_parts + 1]."""
+        at = ptr[blocks]  # token offset of each block boundary
+        cuts = np.searchsorted(at, np.linspace(0, at[-1], n_parts + 1)[1:-1])
+        return np.concatenate([[0], cuts, [len(blocks) - 1]]).astype(np.int64)
+
+
+def _run_parts(pool: Executor | None, n_parts: int, work: Callable[[int], Any]
+               ) -> tuple[list[Any], float]:
+    """Run ``work(0 .. n_parts - 1)``: part 0 on this thread, the others on ``pool``.
+
+    Returns the results in order and the CPU seconds of all the parts' threads.
+    """
+    def timed(i: int) -> tuple[Any, float]:
+        c0 = time.thread_time()
+        out = work(i)
+        return out, time.thread_time() - c0
+
+    if pool is None and n_parts > 1:
+        raise ValueError(f"{n_parts} threads need a pool")
+    futs = [pool.submit(timed, i) for i in range(1, n_parts)] if pool is not None else []
+    got = [timed(0)] + [f.result() for f in futs]
+    return [g[0] for g in got], sum(g[1] for g in got)
+
+
 class WarpLDASampler(Sampler):
     """WarpLDA Metropolis-Hastings on the CPU: O(1) per token, **not exact** (delayed updates).
 
     Each sweep runs a word pass, a document pass and a word pass over the shard (see the
     module docstring); the topic totals ``n_k`` are frozen within each pass, so the chain
     only approximates collapsed Gibbs. Use ``cgs`` as the exact reference.
+
+    A sweep can use several threads (``sweep(..., pool=, n_threads=)``): each pass is cut
+    into blocks of whole words or whole documents (:data:`BLOCK_TOKENS`), no two blocks share
+    a row of ``n_wk``, a token or a document, and ``n_k`` is frozen within a pass anyway, so
+    the threads need no locks and only meet at the two pass boundaries. Every block draws
+    from its own stream, so **the chain is the same on any number of threads**, bit for bit.
 
     Parameters
     ----------
@@ -375,6 +512,7 @@ class WarpLDASampler(Sampler):
     algorithm = "warplda"
     backend = "cpu"
     exact = False  # the exact-posterior tests skip it; see tests/samplers/test_warplda.py
+    threads_per_sweep = True  # one sweep takes several threads (the trainer gives it its pool)
 
     def __init__(self, mh_steps: int = 2):
         if int(mh_steps) < 1:
@@ -384,31 +522,40 @@ class WarpLDASampler(Sampler):
         self._lock = threading.Lock()
         self._spare: list[_Scratch] = []  # scratch of finished sweeps, for the next ones
 
-    def _word_order(self, tokens, n_rows):
-        """``(word_ptr, perm, inv)`` for ``tokens``, cached: a shard's tokens do not change."""
-        key = (tokens.ctypes.data, tokens.shape[0], n_rows)
+    def _order(self, tokens, doc_ptr, n_rows) -> _Order:
+        """Return the :class:`_Order` of ``tokens``, cached: a shard's tokens do not change."""
+        key = (tokens.ctypes.data, tokens.shape[0], doc_ptr.shape[0], n_rows)
         with self._lock:
             hit = self._orders.get(key)
-        if hit is not None and np.array_equal(hit[0], tokens):
-            return hit[1:]
-        order = _word_order(tokens, np.int64(n_rows))
+        if hit is not None and hit.matches(tokens, doc_ptr):
+            return hit
+        order = _Order(tokens, doc_ptr, n_rows)
         with self._lock:
             if len(self._orders) >= 8:
                 self._orders.pop(next(iter(self._orders)))
-            self._orders[key] = (tokens.copy(), *order)
+            self._orders[key] = order
         return order
 
-    def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -> SweepResult:
+    def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
+              pool: Executor | None = None, n_threads: int = 1) -> SweepResult:
         """Resample every token of one shard once (see :meth:`Sampler.sweep`).
 
+        ``n_threads`` threads share the sweep: this one and ``n_threads - 1`` of ``pool``
+        (which must have that many free). The result does not depend on ``n_threads``.
         The last word pass knows each word's net change, so the delta comes from the kernel
         instead of a comparison with a copy of ``z``.
         """
         alpha = check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
         t0 = time.perf_counter()
         n, n_topics = tokens.shape[0], n_k.shape[0]
-        word_ptr, perm, inv = self._word_order(tokens, n_wk.shape[0])
+        order = self._order(tokens, doc_ptr, n_wk.shape[0])
+        word_ptr, perm, inv = order.word_ptr, order.perm, order.inv
+        wblocks, dblocks = order.wblocks, order.dblocks
+        n_parts = max(1, min(int(n_threads), len(wblocks) - 1, len(dblocks) - 1))
+        wsplit = order.split(wblocks, word_ptr, n_parts)
+        dsplit = order.split(dblocks, doc_ptr, n_parts)
         m = self.mh_steps
+        beta, v_beta = float(beta), float(n_words) * float(beta)
         # one shard's own table (n_k sums to its tokens): the word counts are its tokens', G = 1
         local_only = int(n_k.sum()) == n
         scratch = self._take_scratch(n, m, z.dtype, local_only)
@@ -420,28 +567,52 @@ class WarpLDASampler(Sampler):
         if not symmetric:
             _build_alias(alpha, 0, n_topics, a_thr, a_alias, np.empty(n_topics, np.float64),
                          np.empty(n_topics, np.int64), np.empty(n_topics, np.int64))
+        state = key.state()
+        pass_k = np.zeros((n_parts, n_topics), dtype=np.int64)
         delta_k = np.zeros(n_topics, dtype=np.int64)
+        out_n = np.zeros(len(wblocks) - 1, dtype=np.int64)
+
+        def end_pass() -> np.ndarray:
+            # the delayed update of the topic totals, then 1 / (n_k + V beta) for the next pass
+            moved = pass_k.sum(axis=0)
+            n_k[:] += moved
+            delta_k[:] += moved
+            pass_k[:] = 0
+            return 1.0 / (n_k + v_beta)
+
         try:
-            _, n_accept, n_propose, n_out = _warp_sweep(
-                doc_ptr, z, n_wk, n_k, alpha, a_sum, symmetric, a_thr, a_alias, float(beta),
-                float(n_words), key.state(), m, word_ptr, perm, inv, tw, gw, local_only,
-                out_words, out_topics, out_counts, delta_k)
-            result = SweepResult(out_words[:n_out].copy(), out_topics[:n_out].copy(),
-                                 out_counts[:n_out].copy(), delta_k, n,
-                                 n_accept / n_propose if n_propose else None,
-                                 time.perf_counter() - t0)
+            _, cpu1 = _run_parts(pool, n_parts, lambda i: _pass_word_proposals(
+                wsplit[i], wsplit[i + 1], wblocks, word_ptr, perm, z, n_wk, tw, gw, beta,
+                n_topics, m, local_only, state))
+            coef = 1.0 / (n_k + v_beta)
+            counts2, cpu2 = _run_parts(pool, n_parts, lambda i: _pass_documents(
+                dsplit[i], dsplit[i + 1], dblocks, doc_ptr, z, inv, tw, gw, n_k, coef, alpha,
+                a_sum, symmetric, a_thr, a_alias, v_beta, m, local_only, state, pass_k[i]))
+            coef = end_pass()
+            counts3, cpu3 = _run_parts(pool, n_parts, lambda i: _pass_word_accept(
+                wsplit[i], wsplit[i + 1], wblocks, word_ptr, perm, z, tw, n_wk, n_k, coef,
+                beta, v_beta, m, local_only, state, pass_k[i], out_words, out_topics,
+                out_counts, out_n))
+            end_pass()
+            words, topics, counts = _gather_delta(wblocks, word_ptr, out_n, out_words,
+                                                  out_topics, out_counts)
         finally:
             with self._lock:
                 self._spare.append(scratch)
-        return result
+        n_accept = sum(a for a, _ in counts2 + counts3)
+        n_propose = sum(p for _, p in counts2 + counts3)
+        return SweepResult(words, topics, counts, delta_k, n,
+                           n_accept / n_propose if n_propose else None,
+                           time.perf_counter() - t0, cpu_seconds=cpu1 + cpu2 + cpu3)
 
     def _take_scratch(self, n: int, m: int, dtype, local_only: bool) -> _Scratch:
         """Return a spare :class:`_Scratch` that fits ``n`` tokens, or a new one.
 
         Reused across sweeps because fresh arrays are fresh pages: at 50 M tokens a sweep
         allocated ~2 GB of scratch, and faulting it in cost ~3 s of kernel (system) time
-        a sweep, a quarter of the sweep. One spare per thread that sweeps with this sampler
-        (the trainer gives each thread its own); a smaller one is dropped for a larger.
+        a sweep, a quarter of the sweep. One spare per concurrent sweep with this sampler
+        (the trainer gives each sampling thread its own sampler, or one sampler the
+        process's threads); a smaller one is dropped for a larger.
         """
         with self._lock:
             for i, spare in enumerate(self._spare):

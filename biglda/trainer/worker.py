@@ -187,20 +187,24 @@ class FirstTopics:
 class _ProcessState:
     """Every shard this worker process holds and one :class:`biglda.ps.ProcessCache` over them.
 
-    Also the shards each sampling thread sweeps (one sweep per thread per clock over its
-    shards' documents, concatenated).
+    Also the parts the sampling threads sweep (one sweep per part per clock over its shards'
+    documents, concatenated): a part per thread, or with ``one_part`` (a sampler whose sweep
+    takes the process's threads itself, ``threads_per_sweep``) one part of every shard.
     """
 
-    def __init__(self, spec: GroupSpec, corpus: Any, n_threads: int) -> None:
+    def __init__(self, spec: GroupSpec, corpus: Any, n_threads: int, one_part: bool) -> None:
         from biglda.ps import ProcessCache
         from biglda.samplers import z_dtype
 
         sizes = list(spec.thread_sizes) or [len(spec.shards)]
-        if n_threads == 1 and len(sizes) > 1:
+        if (n_threads == 1 or one_part) and len(sizes) > 1:
             sizes = [sum(sizes)]
+        self.n_threads = n_threads  # sampling threads (one part may use them all)
         self.shards: list[_ShardState] = []
         parts, lo = [], 0
-        for shard in spec.shards:
+        # one part: the shards in corpus order, so the part is the same on any thread count
+        order = sorted(spec.shards, key=lambda s: s.index) if len(sizes) == 1 else spec.shards
+        for shard in order:
             tokens, doc_ptr = corpus.read_shard(shard)
             parts.append(np.asarray(tokens))
             self.shards.append(_ShardState(shard, lo, doc_ptr, spec.checkpoint_slot))
@@ -287,13 +291,16 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     backend = worker_backend(spec, worker)
     # a GPU worker runs one thread, as before
     n_threads = 1 if backend == "gpu" else max(1, len(spec.thread_sizes))
-    proc = _ProcessState(spec, corpus, n_threads)
-    samplers = [_make_sampler(spec, backend) for _ in proc.threads]
+    first = _make_sampler(spec, backend)
+    # a sampler whose sweep takes the threads itself (warplda) sweeps all the process's
+    # shards as one part on all its threads: no table copies, no AD-LDA lag between threads
+    proc = _ProcessState(spec, corpus, n_threads, getattr(first, "threads_per_sweep", False))
+    samplers = [first] + [_make_sampler(spec, backend) for _ in proc.threads[1:]]
     _push_recounts(spec, proc, worker, backend)
     clock = spec.start_clock
     alpha = np.asarray(spec.alpha, dtype=np.float64)
     lead = proc.shards[0].index
-    with ThreadPoolExecutor(max(1, len(proc.threads) - 1)) as pool:
+    with ThreadPoolExecutor(max(1, n_threads - 1)) as pool:
         while clock < spec.stop_clock:
             t0, cpu0 = time.time(), time.process_time()
             answer = spec.ps.clock.wait_many([st.index for st in proc.shards], clock,
@@ -385,6 +392,11 @@ def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], po
     parts: list[list[Any]] = [[] for _ in proc.threads]
     cpu = [0.0] * len(proc.threads)
 
+    # one part on all the process's threads: the sampler spreads its sweep over the pool
+    shared = ({"pool": pool, "n_threads": proc.n_threads}
+              if len(proc.threads) == 1 and proc.n_threads > 1
+              and getattr(samplers[0], "threads_per_sweep", False) else {})
+
     def sweep(i: int, r: int) -> tuple[Any, float]:
         part, (n_wk, n_k) = proc.threads[i], tables[i]
         lo, hi, doc_ptr = part.rounds(n_rounds)[r]
@@ -394,8 +406,10 @@ def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], po
         c0 = time.thread_time()
         res = samplers[i].sweep(cache.tokens[part.lo + lo:part.lo + hi], doc_ptr,
                                 proc.z[part.lo + lo:part.lo + hi], n_wk, n_k, alpha, cfg.beta,
-                                spec.n_words, RandomKey(cfg.seed, clock, part.key_shard, r))
-        return res, time.thread_time() - c0
+                                spec.n_words, RandomKey(cfg.seed, clock, part.key_shard, r),
+                                **shared)
+        cpu = res.cpu_seconds if res.cpu_seconds is not None else time.thread_time() - c0
+        return res, cpu
 
     for r in range(n_rounds):
         futs = [pool.submit(sweep, i, r) for i in range(1, len(proc.threads))]
@@ -467,7 +481,7 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
         return [(st.index, float(doc_loglik(st.doc_ptr, st.z, alpha, cfg.n_topics)))
                 for st in shards]
 
-    n_threads = len(proc.threads)
+    n_threads = min(proc.n_threads, len(proc.shards))
     futs = [pool.submit(shards_ll, proc.shards[i::n_threads]) for i in range(1, n_threads)]
     doc_ll = dict(shards_ll(proc.shards[0::n_threads]))
     for fut in futs:

@@ -114,3 +114,52 @@ def test_word_order_cache_follows_the_tokens():
         np.testing.assert_array_equal(n_wk, want_wk)
         np.testing.assert_array_equal(n_k, want_k)
         tokens[:] = rng.integers(0, 20, size=300)  # same buffer, new words
+
+
+@pytest.mark.parametrize("one_shard", [True, False], ids=["one-shard", "sharded"])
+def test_threads_share_a_sweep_and_keep_the_chain(one_shard):
+    # A sweep cut into blocks of words and of documents, each with its own stream: 1, 2 and
+    # 3 threads give the same z, table and delta, bit for bit; the delta is the table's change
+    # (sorted, unique); on a shared table (another shard's counts in n_wk / n_k) too.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from biglda.samplers.warplda_cpu import BLOCK_TOKENS
+
+    rng = np.random.default_rng(7)
+    n_docs, n_words, k = 1200, 400, 12
+    doc_ptr = np.concatenate([[0], np.cumsum(rng.integers(20, 140, n_docs))]).astype(np.int64)
+    tokens = rng.integers(0, n_words, doc_ptr[-1]).astype(np.int32)
+    assert len(tokens) > 4 * BLOCK_TOKENS  # several blocks per pass
+    other = rng.integers(0, n_words, 20_000).astype(np.int32)
+    z_other = init_z(len(other), k, RandomKey(7, -2))
+    outs = []
+    with ThreadPoolExecutor(2) as pool:
+        for n_threads in (1, 2, 3):
+            sampler = get_sampler("warplda")
+            z = init_z(len(tokens), k, RandomKey(7, -1))
+            n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+            if not one_shard:
+                o_wk, o_k = count_from_z(other, np.array([0, len(other)]), z_other, n_words, k)
+                n_wk += o_wk
+                n_k += o_k
+            for it in (1, 2, 3):
+                before = n_wk.copy()
+                res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
+                                    RandomKey(7, it), pool=pool, n_threads=n_threads)
+                change = n_wk - before
+                words, topics = np.nonzero(change)
+                np.testing.assert_array_equal(res.delta_words, words)
+                np.testing.assert_array_equal(res.delta_topics, topics)
+                np.testing.assert_array_equal(res.delta_counts, change[words, topics])
+                assert res.cpu_seconds is not None and res.cpu_seconds >= 0
+            want_wk, want_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+            if not one_shard:
+                want_wk += o_wk
+                want_k += o_k
+            np.testing.assert_array_equal(n_wk, want_wk)
+            np.testing.assert_array_equal(n_k, want_k)
+            outs.append((z, n_wk, res.accept_rate))
+    for z, n_wk, rate in outs[1:]:
+        np.testing.assert_array_equal(z, outs[0][0])
+        np.testing.assert_array_equal(n_wk, outs[0][1])
+        assert rate == outs[0][2]

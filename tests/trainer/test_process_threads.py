@@ -125,3 +125,25 @@ def test_rounds_are_the_reference_scheme(synth_corpus):
     for s, zs in zip(shards, z, strict=True):
         np.testing.assert_array_equal(r.z[s.index], zs)
     np.testing.assert_array_equal(r.n_wk, n_wk)
+
+
+def test_warplda_sweeps_a_process_on_all_its_threads(synth_corpus, recount):
+    """warplda takes the process's threads into one sweep of all its shards (blocks of words
+    and of documents, a stream per block): 1 process x 2 threads is the same chain as 1 x 1,
+    bit for bit, with no table copies; the table is the recount of ``z``."""
+    from biglda.trainer.cluster import connect
+
+    url, _ = synth_corpus
+    cfg = TrainConfig(n_topics=8, n_shards=4, sampler="warplda", seed=3, iterations=4,
+                      checkpoint_every=0, top_words_every=0)
+    runs = []
+    for threads in (1, 2):
+        with connect(workers=1, threads_per_worker=threads) as client:
+            runs.append(run_training(client, validate(url, None, cfg, overwrite=False), cfg))
+    one, two = runs
+    n_wk, n_k, _ = recount(url, two)
+    np.testing.assert_array_equal(two.n_wk, n_wk)
+    np.testing.assert_array_equal(two.n_k, n_k)
+    for s in one.shards:
+        np.testing.assert_array_equal(two.z[s.index], one.z[s.index])
+    assert [h["ll"] for h in two.history] == [h["ll"] for h in one.history]
