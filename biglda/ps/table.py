@@ -330,6 +330,8 @@ class TableShard:
             for c in sorted(c for c in self._log if lo < c <= hi):
                 # the shard has no writer's c, so every writer's entry is still logged
                 theirs = [e for e in self._log[c] if e.writer != shard and len(e.rows)]
+                if not theirs:  # only its own process wrote (its members push empty deltas)
+                    continue
                 if len(theirs) == 1:  # one other writer: its entry is the answer
                     e = theirs[0]
                     keep = mask[e.rows]

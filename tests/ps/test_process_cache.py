@@ -60,3 +60,30 @@ def test_process_caches_are_exact_and_trim_the_log():
         assert info["applied"] == [5] * 5
         assert info["log_entries"] <= 2 * 5
         assert info["pulls"] == 2 * 5  # one pull per process per clock (after the attach)
+
+
+def test_one_process_costs_the_server_no_fold():
+    # One process of three shards (the lead pushes the moves, the others empty deltas): its
+    # pulls have nothing to receive, and the server sums and scans nothing for them.
+    rng = np.random.default_rng(4)
+    n_words, members = 20, [0, 1, 2]
+    bounds = row_bounds(n_words, 1)
+    actor = TableShard(0, 0, n_words, K, len(members), 0.1)
+    tables = TableClient((InProcess(actor),), bounds)
+    tokens = rng.integers(0, n_words, 80).astype(np.int32)
+    cache = ProcessCache(members[0], members, tokens, bounds, K)
+    init = np.zeros((cache.n_local, K), dtype=np.int32)
+    np.add.at(init, (cache.tokens, rng.integers(0, K, len(tokens))), 1)
+    cache.push_counts(tables, -1, init, 5.0)
+    cache.push_members(tables, -1, 5.0, log=False)
+    cache.attach(tables, -1, 5.0)
+    for clock in range(5):
+        if clock:
+            assert cache.refresh(tables, clock - 1, 5.0) > 0  # (the reply's headers)
+        np.testing.assert_array_equal(cache.n_wk, actor.n_wk[cache.vocab])
+        d = moves(rng, cache.n_wk, 5)
+        add_deltas(cache.n_wk, cache.n_k, [d])
+        cache.push_all(tables, clock, [d], 5.0)
+    np.testing.assert_array_equal(cache.n_wk, actor.n_wk[cache.vocab])
+    assert actor.fold_entries == actor.pull_gathered == actor.pull_own == 0
+    assert actor.pull_entries_out == 0
