@@ -93,6 +93,8 @@ AHEAD = 16  # how many tokens ahead the kernel prefetches what it will gather
 #: from its own stream, so the chain does not depend on how many threads sweep it. At ~16 k
 #: tokens a block costs a stream seed (ns) and gives 16 threads ~9 blocks each on 2.4 M tokens.
 BLOCK_TOKENS = 1 << 14
+#: Runs of blocks per thread in a sweep on several threads (taken one at a time).
+PARTS_PER_THREAD = 4
 
 # stream tags of the three passes (the high bits; the block number is the low bits)
 _PASS1 = np.uint64(1 << 40)
@@ -467,22 +469,32 @@ class _Order:
         return np.concatenate([[0], cuts, [len(blocks) - 1]]).astype(np.int64)
 
 
-def _run_parts(pool: Executor | None, n_parts: int, work: Callable[[int], Any]
-               ) -> tuple[list[Any], float]:
-    """Run ``work(0 .. n_parts - 1)``: part 0 on this thread, the others on ``pool``.
+def _run_parts(pool: Executor | None, n_threads: int, n_parts: int,
+               work: Callable[[int], Any]) -> tuple[list[Any], float]:
+    """Run ``work(0 .. n_parts - 1)`` on ``n_threads`` threads: this one and ``pool``'s.
 
-    Returns the results in order and the CPU seconds of all the parts' threads.
+    Each thread takes the next part not taken yet (more parts than threads even out parts
+    of unequal cost and a thread the OS lends to someone else for a while). Returns the
+    results in part order and the CPU seconds of all the threads.
     """
-    def timed(i: int) -> tuple[Any, float]:
-        c0 = time.thread_time()
-        out = work(i)
-        return out, time.thread_time() - c0
+    if pool is None and n_threads > 1:
+        raise ValueError(f"{n_threads} threads need a pool")
+    results: list[Any] = [None] * n_parts
+    parts = iter(range(n_parts))
+    lock = threading.Lock()
 
-    if pool is None and n_parts > 1:
-        raise ValueError(f"{n_parts} threads need a pool")
-    futs = [pool.submit(timed, i) for i in range(1, n_parts)] if pool is not None else []
-    got = [timed(0)] + [f.result() for f in futs]
-    return [g[0] for g in got], sum(g[1] for g in got)
+    def worker() -> float:
+        c0 = time.thread_time()
+        while True:
+            with lock:
+                i = next(parts, None)
+            if i is None:
+                return time.thread_time() - c0
+            results[i] = work(i)
+
+    futs = [pool.submit(worker) for _ in range(n_threads - 1)] if pool is not None else []
+    cpu = worker() + sum(f.result() for f in futs)
+    return results, cpu
 
 
 class WarpLDASampler(Sampler):
@@ -551,7 +563,10 @@ class WarpLDASampler(Sampler):
         order = self._order(tokens, doc_ptr, n_wk.shape[0])
         word_ptr, perm, inv = order.word_ptr, order.perm, order.inv
         wblocks, dblocks = order.wblocks, order.dblocks
-        n_parts = max(1, min(int(n_threads), len(wblocks) - 1, len(dblocks) - 1))
+        n_threads = max(1, int(n_threads))
+        # runs of blocks the threads take one at a time: a few per thread
+        n_parts = max(1, min(PARTS_PER_THREAD * n_threads if n_threads > 1 else 1,
+                             len(wblocks) - 1, len(dblocks) - 1))
         wsplit = order.split(wblocks, word_ptr, n_parts)
         dsplit = order.split(dblocks, doc_ptr, n_parts)
         m = self.mh_steps
@@ -581,15 +596,15 @@ class WarpLDASampler(Sampler):
             return 1.0 / (n_k + v_beta)
 
         try:
-            _, cpu1 = _run_parts(pool, n_parts, lambda i: _pass_word_proposals(
+            _, cpu1 = _run_parts(pool, n_threads, n_parts, lambda i: _pass_word_proposals(
                 wsplit[i], wsplit[i + 1], wblocks, word_ptr, perm, z, n_wk, tw, gw, beta,
                 n_topics, m, local_only, state))
             coef = 1.0 / (n_k + v_beta)
-            counts2, cpu2 = _run_parts(pool, n_parts, lambda i: _pass_documents(
+            counts2, cpu2 = _run_parts(pool, n_threads, n_parts, lambda i: _pass_documents(
                 dsplit[i], dsplit[i + 1], dblocks, doc_ptr, z, inv, tw, gw, n_k, coef, alpha,
                 a_sum, symmetric, a_thr, a_alias, v_beta, m, local_only, state, pass_k[i]))
             coef = end_pass()
-            counts3, cpu3 = _run_parts(pool, n_parts, lambda i: _pass_word_accept(
+            counts3, cpu3 = _run_parts(pool, n_threads, n_parts, lambda i: _pass_word_accept(
                 wsplit[i], wsplit[i + 1], wblocks, word_ptr, perm, z, tw, n_wk, n_k, coef,
                 beta, v_beta, m, local_only, state, pass_k[i], out_words, out_topics,
                 out_counts, out_n))

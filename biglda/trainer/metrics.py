@@ -37,8 +37,8 @@ class ShardClockStats(TypedDict, total=False):
     wait_s: float       # SSP wait: the symptom in *other* workers, not slowness
     pull_s: float
     sweep_s: float
-    ll_s: float
-    push_s: float
+    ll_s: float         # the doc LL (computed while the push is under way)
+    push_s: float       # the push, beyond the doc LL's time
     checkpoint_s: float
     clock_s: float
     t_start: float

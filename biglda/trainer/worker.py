@@ -30,6 +30,7 @@ as a :class:`biglda.errors.ClusterError`.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -134,6 +135,10 @@ def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray
     return np.asarray(got[1], dtype=np.float64)
 
 
+#: Tokens per run of documents of the doc LL (runs are shared out to the threads).
+LL_RUN_TOKENS = 1 << 20
+
+
 class _ShardState:
     """One shard of the process.
 
@@ -232,6 +237,22 @@ class _ProcessState:
         self.attached = False
         self.early: Any = None  # EarlyUpdates once attached, with --comm-budget
         self._copies: list[tuple[np.ndarray, np.ndarray]] = []
+        self._ll_runs: list[tuple[_ShardState, int, int]] = []
+
+    def ll_runs(self) -> list[tuple[_ShardState, int, int]]:
+        """Return runs of documents ``(shard, first doc, end doc)`` for the doc LL.
+
+        About :data:`LL_RUN_TOKENS` each, whatever the threads (so the sums do not depend
+        on them); kept from clock to clock (the documents do not change).
+        """
+        if not self._ll_runs:
+            for st in self.shards:
+                n = max(1, round((st.hi - st.lo) / LL_RUN_TOKENS))
+                cuts = np.searchsorted(st.doc_ptr, np.linspace(0, st.doc_ptr[-1], n + 1))
+                cuts[0], cuts[-1] = 0, len(st.doc_ptr) - 1
+                self._ll_runs += [(st, int(a), int(b)) for a, b in itertools.pairwise(cuts)
+                                  if b > a]
+        return self._ll_runs
 
     def thread_tables(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """``(n_wk, n_k)`` for each sampling thread: the cache itself, then copies of it.
@@ -476,21 +497,36 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
                                           rounds_of(cfg, len(proc.threads),
                                                     samplers[0].algorithm))
     t_sweep = time.time()
-    # the doc part of the LL, shard by shard, spread over the process's threads (nogil)
-    def shards_ll(shards: list[Any]) -> list[tuple[int, float]]:
-        return [(st.index, float(doc_loglik(st.doc_ptr, st.z, alpha, cfg.n_topics)))
-                for st in shards]
+    # the doc part of the LL in runs of documents, on the pool's threads (nogil) and, once
+    # its push is sent (the push mostly waits for the table actor), on this one
+    runs = proc.ll_runs()
+    taken = iter(range(len(runs)))
+    lock = threading.Lock()
 
-    n_threads = min(proc.n_threads, len(proc.shards))
-    futs = [pool.submit(shards_ll, proc.shards[i::n_threads]) for i in range(1, n_threads)]
-    doc_ll = dict(shards_ll(proc.shards[0::n_threads]))
-    for fut in futs:
-        doc_ll.update(fut.result())
-    t_ll = time.time()
+    run_ll = [0.0] * len(runs)
+
+    def runs_ll() -> float:
+        while True:
+            with lock:
+                i = next(taken, None)
+            if i is None:
+                return time.time()
+            st, a, b = runs[i]
+            ptr = st.doc_ptr[a:b + 1]
+            run_ll[i] = float(doc_loglik(ptr - ptr[0], st.z[ptr[0]:ptr[-1]], alpha,
+                                         cfg.n_topics))
+
+    futs = [pool.submit(runs_ll) for _ in range(max(1, proc.n_threads - 1))]
     pushed = cache.push_all(spec.ps.tables, clock,
                             [(r.delta_words, r.delta_topics, r.delta_counts, r.delta_k)
                              for r, _ in results], cfg.call_timeout)
     t_push = time.time()
+    t_ll = max([runs_ll()] + [fut.result() for fut in futs])
+    doc_ll = dict.fromkeys((st.index for st in proc.shards), 0.0)
+    for (st, _, _), ll in zip(runs, run_ll, strict=True):  # in run order: the same sums
+        doc_ll[st.index] += ll
+    # phases in order: the LL's own time, then what the push took beyond it
+    t_push = max(t_push, t_ll)
     done = clock + 1
     wrote = None
     if spec.checkpoint_url and ((spec.checkpoint_every > 0 and (
