@@ -34,18 +34,26 @@ def _add_layout(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_layout(args: argparse.Namespace) -> int:
     from biglda.cli._common import check_positive
-    from biglda.trainer.layout import choose_layout, layout_file, measure_layouts
+    from biglda.trainer.layout import (
+        MEASURE_SAMPLERS,
+        choose_layout,
+        layout_file,
+        measure_layouts,
+    )
 
     check_positive("--repeats", args.repeats)
     if args.measure:
         print("measuring: a short training per layout on a synthetic corpus ...", flush=True)
         res = measure_layouts(repeats=args.repeats)
-        for name, rate in res["tokens_per_s"].items():
-            print(f"  {name} (processes x threads): {rate / 1e6:.2f} M tokens/s", flush=True)
+        for sampler, got in res["samplers"].items():
+            for name, rate in got["tokens_per_s"].items():
+                print(f"  {sampler}, K={got['topics']}, {name} (processes x threads): "
+                      f"{rate / 1e6:.2f} M tokens/s", flush=True)
         print(f"kept in {layout_file()}")
-    choice = choose_layout(None, None)
-    assert choice is not None, "a CPU layout is always chosen"
-    print(f"layout: {choice.label()} ({choice.reason})")
+    for sampler in MEASURE_SAMPLERS:
+        choice = choose_layout(None, None, sampler=sampler)
+        assert choice is not None, "a CPU layout is always chosen"
+        print(f"layout with {sampler}: {choice.label()} ({choice.reason})")
     return 0
 
 

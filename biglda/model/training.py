@@ -227,7 +227,7 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
     t0 = time.time()
     status = "error"
     layout = None if cfg.scheduler is not None else choose_layout(
-        cfg.workers, cfg.threads_per_worker, cfg.backend)
+        cfg.workers, cfg.threads_per_worker, cfg.backend, _cpu_sampler(cfg, corpus_obj))
     with connect(cfg.scheduler, layout.processes if layout else cfg.workers,
                  layout.threads if layout else (cfg.threads_per_worker or 1),
                  cfg.connect_timeout, backend=cfg.backend) as client:
@@ -283,6 +283,15 @@ def _drop_uncommitted_checkpoint(out: str, cfg: Any) -> None:
         clock: Any = zarr.open_group(url, mode="r").attrs.get("clock", -1)
         if int(clock) < 0:
             remove(url)
+
+
+def _cpu_sampler(cfg: Any, corpus: Any) -> str:
+    """Return the sampler a CPU run uses (``auto`` resolved as on CPU workers): its layout's."""
+    if cfg.sampler != "auto":
+        return str(cfg.sampler)
+    from biglda.samplers.auto import choose_sampler
+
+    return choose_sampler(cfg.n_topics, corpus.n_tokens, corpus.n_docs, corpus.n_words).sampler
 
 
 def _resolve_sampler(cfg: Any, corpus: Any, backends: dict[str, str]) -> tuple[Any, Any]:

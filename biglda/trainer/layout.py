@@ -1,16 +1,22 @@
 """The embedded cluster's layout: how many worker processes, how many sampling threads each.
 
 ``--workers`` / ``--threads-per-worker`` name a layout. Without them, a CPU run takes the
-layout ``biglda layout --measure`` found fastest on this machine (:func:`measure_layouts`:
-a short training on a synthetic corpus per candidate, tokens/s compared in one run), kept
-in :func:`layout_file`; on a machine never measured, one single-thread process per core
-(the default before measurements existed). The CLI prints the pick and its reason; the
-``start`` record carries it (``layout``).
+layout ``biglda layout --measure`` found fastest on this machine for the run's sampler
+(:func:`measure_layouts`: a short training on a synthetic corpus per candidate and per
+measured sampler, tokens/s compared in one run), kept in :func:`layout_file`; on a machine
+never measured, one single-thread process per core (the default before measurements
+existed). The CLI prints the pick and its reason; the ``start`` record carries it
+(``layout``).
 
 Processes against threads: a process has its own table cache, pull and push per clock and
-its own Python orchestration; threads share one cache (AD-LDA inside the process, see
-``docs/design.md``). Which is faster depends on the machine (memory bandwidth, cores,
-what else runs), which is why it is measured rather than ruled.
+its own Python orchestration; threads share one cache. How they share it depends on the
+sampler (``docs/design.md``, "In-process scheme"): warplda sweeps all of a process's shards
+as one sweep on all its threads (the chain of one thread), the exact samplers give each
+thread its own part and exchange moves in rounds (AD-LDA inside the process). Which layout
+is faster depends on that and on the machine (memory bandwidth, cores, what else runs),
+which is why it is measured per sampler rather than ruled: ``warplda`` at K = 1,000 for
+the runs that use it, ``cgs`` at K = 100 for the others (lightlda shares the exact samplers'
+scheme).
 """
 
 from __future__ import annotations
@@ -31,7 +37,20 @@ from biglda.io import write_atomic
 log = logging.getLogger("biglda.train")
 
 #: The measurement's corpus and run (small: the whole measurement takes about a minute).
-MEASURE_DOCS, MEASURE_WORDS, MEASURE_TOPICS, MEASURE_ITERATIONS = 12_000, 5_000, 100, 6
+MEASURE_DOCS, MEASURE_WORDS, MEASURE_ITERATIONS = 12_000, 5_000, 6
+#: The samplers measured, each at the K ``auto`` picks it for (:mod:`biglda.samplers.auto`).
+MEASURE_SAMPLERS = {"cgs": 100, "warplda": 1000}
+
+
+def measured_as(sampler: str) -> str:
+    """Return the measured sampler whose layout a run of ``sampler`` takes.
+
+    Examples
+    --------
+    >>> measured_as("warplda"), measured_as("lightlda")
+    ('warplda', 'cgs')
+    """
+    return sampler if sampler in MEASURE_SAMPLERS else "cgs"
 
 
 class LayoutChoice(NamedTuple):
@@ -90,8 +109,10 @@ def saved_measurement() -> dict[str, Any] | None:
 
 
 def choose_layout(workers: int | None, threads_per_worker: int | None,
-                  backend: str = "cpu") -> LayoutChoice | None:
+                  backend: str = "cpu", sampler: str = "cgs") -> LayoutChoice | None:
     """Return the embedded cluster's layout for these settings (None: the GPU path decides).
+
+    ``sampler`` is the run's (``auto`` resolved): a measurement is kept per sampler.
 
     Examples
     --------
@@ -105,26 +126,33 @@ def choose_layout(workers: int | None, threads_per_worker: int | None,
     if backend != "cpu":
         return None
     data = saved_measurement()
-    if data is not None:
-        p, t = data["best"]
-        rates = ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in data["tokens_per_s"].items())
-        return LayoutChoice(int(p), int(t), f"fastest in `biglda layout --measure` of "
-                                            f"{data['measured_at']}: tokens/s {rates}")
+    name = measured_as(sampler)
+    # (a file written before measurements were per sampler holds one, made with cgs)
+    got = (data.get("samplers", {}).get(name) if data is not None and "samplers" in data
+           else data if data is not None and name == "cgs" else None)
+    if data is not None and got is not None:
+        p, t = got["best"]
+        rates = ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in got["tokens_per_s"].items())
+        return LayoutChoice(int(p), int(t), f"fastest for {name} in `biglda layout --measure` "
+                                            f"of {data['measured_at']}: tokens/s {rates}")
     cores = os.cpu_count() or 1
-    return LayoutChoice(cores, 1, "one process per core: not measured on this machine; "
-                                  "`biglda layout --measure` measures it")
+    why = ("not measured on this machine" if data is None else
+           f"{name} not measured on this machine")
+    return LayoutChoice(cores, 1, f"one process per core: {why}; "
+                                  f"`biglda layout --measure` measures it")
 
 
 def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int = 1,
                     iterations: int = MEASURE_ITERATIONS, n_docs: int = MEASURE_DOCS,
-                    save: bool = True) -> dict[str, Any]:
-    """Train the same short run under each layout; keep the fastest for this machine.
+                    save: bool = True, samplers: dict[str, int] | None = None
+                    ) -> dict[str, Any]:
+    """Train the same short run under each layout and sampler; keep the fastest per sampler.
 
     Each layout gets its own embedded cluster; the runs go round by round (``repeats``),
     so a change in the machine's load falls on all alike. tokens/s of one run is the
     median over its iterations after the first two (JIT, first full pull); of a layout,
-    the median over its runs. Returns what is saved to :func:`layout_file` (written
-    atomically) when ``save``.
+    the median over its runs. ``samplers``: name -> K (default :data:`MEASURE_SAMPLERS`).
+    Returns what is saved to :func:`layout_file` (written atomically) when ``save``.
     """
     from biglda.corpus import write_corpus
     from biglda.corpus.synth import SynthSpec, generate
@@ -133,34 +161,41 @@ def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int =
     from biglda.trainer.run import run_training
 
     layouts = layouts or candidates(os.cpu_count() or 1)
+    samplers = dict(samplers or MEASURE_SAMPLERS)
     tokens, doc_ptr, phi, _ = generate(SynthSpec(
-        n_docs=n_docs, n_words=MEASURE_WORDS, n_topics=MEASURE_TOPICS,
+        n_docs=n_docs, n_words=MEASURE_WORDS, n_topics=100,
         mean_doc_length=100, alpha=0.1, beta=0.01, seed=0))
-    rates: dict[str, list[float]] = {f"{p}x{t}": [] for p, t in layouts}
+    rates: dict[str, dict[str, list[float]]] = {
+        name: {f"{p}x{t}": [] for p, t in layouts} for name in samplers}
     with tempfile.TemporaryDirectory(prefix="biglda-layout-") as tmp:
         url = os.path.join(tmp, "corpus.zarr")
         write_corpus(url, tokens, doc_ptr, [f"w{i}" for i in range(phi.shape[1])])
         for _ in range(repeats):
-            for p, t in layouts:
-                records: list[Mapping[str, Any]] = []
-                cfg = TrainConfig(n_topics=MEASURE_TOPICS, iterations=iterations, seed=0,
-                                  sampler="cgs", checkpoint_every=0, top_words_every=0,
-                                  workers=p, threads_per_worker=t).validated()
-                with connect(None, p, t) as client:
-                    run_training(client, validate(url, None, cfg, False), cfg,
-                                 out=os.path.join(tmp, f"{p}x{t}.zarr"),
-                                 on_record=[records.append])
-                its = [r["tokens_per_s"] for r in records if r["type"] == "iteration"]
-                rates[f"{p}x{t}"].append(float(statistics.median(its[2:] or its)))
-                log.info("layout %dx%d: %.2f M tokens/s", p, t, rates[f"{p}x{t}"][-1] / 1e6)
-    medians = {k: float(statistics.median(v)) for k, v in rates.items()}
-    best = max(medians, key=lambda k: medians[k])
+            for name, k in samplers.items():
+                for p, t in layouts:
+                    records: list[Mapping[str, Any]] = []
+                    cfg = TrainConfig(n_topics=k, iterations=iterations, seed=0,
+                                      sampler=name, checkpoint_every=0, top_words_every=0,
+                                      workers=p, threads_per_worker=t).validated()
+                    with connect(None, p, t) as client:
+                        run_training(client, validate(url, None, cfg, False), cfg,
+                                     out=os.path.join(tmp, f"{name}-{p}x{t}.zarr"),
+                                     on_record=[records.append])
+                    its = [r["tokens_per_s"] for r in records if r["type"] == "iteration"]
+                    rates[name][f"{p}x{t}"].append(float(statistics.median(its[2:] or its)))
+                    log.info("layout %dx%d, %s: %.2f M tokens/s", p, t, name,
+                             rates[name][f"{p}x{t}"][-1] / 1e6)
+    by_sampler = {}
+    for name, runs in rates.items():
+        medians = {key: float(statistics.median(v)) for key, v in runs.items()}
+        best = max(medians, key=lambda key: medians[key])
+        by_sampler[name] = {"topics": samplers[name], "tokens_per_s": medians, "runs": runs,
+                            "best": [int(x) for x in best.split("x")]}
     result = {"machine": machine(), "measured_at": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                  time.gmtime()),
-              "tokens_per_s": medians, "runs": rates,
-              "best": [int(x) for x in best.split("x")],
-              "corpus": {"docs": n_docs, "tokens": len(tokens), "words": MEASURE_WORDS,
-                         "topics": MEASURE_TOPICS}, "iterations": iterations}
+              "samplers": by_sampler,
+              "corpus": {"docs": n_docs, "tokens": len(tokens), "words": MEASURE_WORDS},
+              "iterations": iterations}
     if save:
         path = layout_file()
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -46,26 +46,42 @@ def test_candidates_span_processes_and_threads():
     assert all(p * t == 16 for p, t in lay.candidates(16))
 
 
-def test_measure_keeps_the_fastest_and_train_starts_it(cache, tmp_path, capsys):
+def test_an_older_single_measurement_is_the_exact_samplers(cache):
+    # a file from before per-sampler measurements (one, made with cgs) serves cgs and lightlda
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({"machine": lay.machine(), "best": [1, 2], "measured_at": "then",
+                                 "tokens_per_s": {"1x2": 2e6, "2x1": 1e6}}))
+    assert lay.choose_layout(None, None, sampler="lightlda")[:2] == (1, 2)
+    warp = lay.choose_layout(None, None, sampler="warplda")
+    assert warp[:2] == (os.cpu_count() or 1, 1) and "warplda not measured" in warp.reason
+
+
+def test_measure_keeps_the_fastest_per_sampler_and_train_starts_it(cache, tmp_path, capsys):
     from biglda.cli import main
     from biglda.corpus import write_corpus
     from biglda.corpus.synth import SynthSpec, generate
     from biglda.model.training import train
 
     layouts = [(2, 1), (1, 2)]
-    res = lay.measure_layouts(layouts, iterations=4, n_docs=1500)
-    rates = res["tokens_per_s"]
-    assert set(rates) == {"2x1", "1x2"} and all(r > 0 for r in rates.values())
-    best = max(rates, key=lambda k: rates[k])
-    assert res["best"] == [int(x) for x in best.split("x")]
+    res = lay.measure_layouts(layouts, iterations=4, n_docs=1500,
+                              samplers={"cgs": 20, "warplda": 40})
     assert json.loads(cache.read_text()) == res  # kept, for this machine
-
-    choice = lay.choose_layout(None, None)
-    assert list(choice[:2]) == res["best"] and "fastest" in choice.reason
+    for sampler, got in res["samplers"].items():
+        rates = got["tokens_per_s"]
+        assert set(rates) == {"2x1", "1x2"} and all(r > 0 for r in rates.values())
+        best = max(rates, key=lambda k: rates[k])
+        assert got["best"] == [int(x) for x in best.split("x")]
+        choice = lay.choose_layout(None, None, sampler=sampler)
+        assert list(choice[:2]) == got["best"] and f"fastest for {sampler}" in choice.reason
     assert main(["layout"]) == 0
-    assert capsys.readouterr().out.startswith(f"layout: {choice.label()} (fastest")
+    out = capsys.readouterr().out
+    for sampler in lay.MEASURE_SAMPLERS:
+        label = lay.choose_layout(None, None, sampler=sampler).label()
+        assert f"layout with {sampler}: {label} (fastest" in out
 
-    # a training with no layout named starts the measured one
+    # a training with no layout named starts the one measured for its sampler (auto: cgs
+    # on this small corpus)
+    choice = lay.choose_layout(None, None, sampler="cgs")
     tokens, doc_ptr, phi, _ = generate(SynthSpec(n_docs=200, n_words=80, n_topics=4,
                                                  mean_doc_length=30, seed=1))
     url = str(tmp_path / "c.zarr")
