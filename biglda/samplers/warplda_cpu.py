@@ -141,6 +141,24 @@ def _blocks(ptr, size):
 
 
 @njit(nogil=True, cache=True)
+def _prefetch_row(n_wk, word_ptr, w, m_steps):
+    """Start loading row ``w`` of ``n_wk`` when its tokens will read most of its cache lines.
+
+    On a shared table the passes read ``n_wk[w, t]`` at (1 + mh_steps) random topics per
+    token; a row of K int32 is K / 16 cache lines, which come from DRAM one miss at a time
+    unless asked for ahead.
+    """
+    if w >= n_wk.shape[0]:
+        return
+    n_lines = (n_wk.shape[1] + 15) // 16
+    if (word_ptr[w + 1] - word_ptr[w]) * (1 + m_steps) * 2 < n_lines:
+        return
+    row = n_wk[w]
+    for c in range(0, n_wk.shape[1], 16):
+        prefetch(row, c)
+
+
+@njit(nogil=True, cache=True)
 def _pass_word_proposals(b_lo, b_hi, wblocks, word_ptr, perm, z, n_wk, tw, gw, beta,
                          n_topics, m_steps, local_only, key_state):
     """Pass 1 over word blocks ``[b_lo, b_hi)``: snapshot ``z`` in word order, draw word proposals.
@@ -160,6 +178,8 @@ def _pass_word_proposals(b_lo, b_hi, wblocks, word_ptr, perm, z, n_wk, tw, gw, b
             hi = word_ptr[w + 1]
             if lo == hi:
                 continue
+            if not local_only:
+                _prefetch_row(n_wk, word_ptr, w + 1, m_steps)
             n_w = hi - lo
             # (the only gather of z: passes 2 and 3 then stream, or touch one row of tw)
             for j in range(lo, hi):
@@ -308,6 +328,8 @@ def _pass_word_accept(b_lo, b_hi, wblocks, word_ptr, perm, z, tw, n_wk, n_k, coe
             hi = word_ptr[w + 1]
             if lo == hi:
                 continue
+            if not local_only:
+                _prefetch_row(n_wk, word_ptr, w + 1, m_steps)
             # column 0 holds the topics of pass 1 (what n_wk counts), column 1 the current
             for j in range(lo, hi):
                 t = tw[j, 1]
