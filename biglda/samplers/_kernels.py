@@ -206,22 +206,30 @@ def _doc_loglik(doc_ptr, z, alpha):
     Per document: lgamma(A) - lgamma(N_d + A) + sum over its topics of
     lgamma(n_dk + alpha_k) - lgamma(alpha_k), with A = sum(alpha). Memory O(K).
 
-    Most counts n_dk are small, so ``lgamma(c + alpha_k) - lgamma(alpha_k)`` is tabulated for
-    c < 16 (the same doubles the inline form gives, so the sum is unchanged to the bit):
-    lgamma is ~20 ns, and on a 50 M-token shard at K = 1000 it was 0.7 s of every clock.
+    ``lgamma(c + alpha_k) - lgamma(alpha_k)`` is tabulated for the counts most pairs have
+    (the same doubles the inline form gives, so the sum is unchanged to the bit): lgamma is
+    ~20 ns. Counts c < 16 per topic, or, with a symmetric alpha, c < 1024 in one row: with
+    long documents of few topics (332 tokens, alpha 0.02: the 100M-token corpus) most counts
+    are above 16, and the doc LL of 99 M tokens took 1 CPU-s a clock.
     """
     n_topics = alpha.shape[0]
     a_sum = 0.0
+    symmetric = True
     for k in range(n_topics):
         a_sum += alpha[k]
+        if alpha[k] != alpha[0]:
+            symmetric = False
     lg_a_sum = math.lgamma(a_sum)
-    small = 16
-    table = np.empty((n_topics, small), dtype=np.float64)
+    small = 1024 if symmetric else 16
+    rows = 1 if symmetric else n_topics
+    table = np.empty((rows, small), dtype=np.float64)
+    lg_alpha = np.empty(n_topics, dtype=np.float64)
     for k in range(n_topics):
-        lg_a = math.lgamma(alpha[k])
+        lg_alpha[k] = math.lgamma(alpha[k])
+    for k in range(rows):
         table[k, 0] = 0.0
         for c in range(1, small):
-            table[k, c] = math.lgamma(c + alpha[k]) - lg_a
+            table[k, c] = math.lgamma(c + alpha[k]) - lg_alpha[k]
     n_dk = np.zeros(n_topics, dtype=np.int64)
     total = 0.0
     for d in range(doc_ptr.shape[0] - 1):
@@ -235,9 +243,9 @@ def _doc_loglik(doc_ptr, z, alpha):
             c = n_dk[t]
             if c > 0:  # first visit of this topic in the doc: count it once, then clear
                 if c < small:
-                    part += table[t, c]
+                    part += table[0 if symmetric else t, c]
                 else:
-                    part += math.lgamma(c + alpha[t]) - math.lgamma(alpha[t])
+                    part += math.lgamma(c + alpha[t]) - lg_alpha[t]
                 n_dk[t] = 0
         total += part
     return total
