@@ -106,3 +106,48 @@ class InProcess:
         if not callable(attr):
             return attr
         return lambda *args, **kwargs: _Done(attr(*args, **kwargs))
+
+
+class SameProcess:
+    """An actor of this worker process, called on its actor thread without the comm.
+
+    A Dask actor call from a task goes through the worker's RPC even when the actor lives in
+    the same process: its arguments are pickled and sent over loopback TCP to itself (a push
+    of 250 MB a clock took 0.45 s on the 100M-token run). The worker runs every sync actor
+    method on one dedicated thread (``executors["actor"]``); submitting the method there
+    keeps that one-at-a-time order with the calls that come through Dask, and passes arrays
+    by reference. A caller must not change an array it passed afterwards (the trainer's sweep
+    deltas are fresh arrays), nor one it got back.
+    """
+
+    def __init__(self, obj: Any, executor: Any) -> None:
+        self._obj = obj
+        self._executor = executor
+
+    def __getattr__(self, name: str) -> Any:
+        """Forward a method call to the actor's thread; return its (concurrent) future."""
+        attr = getattr(self._obj, name)
+        if not callable(attr):
+            return attr
+        return lambda *args, **kwargs: self._executor.submit(attr, *args, **kwargs)
+
+
+def same_process(handle: Any) -> Any:
+    """Return :class:`SameProcess` for an actor handle of this worker process, else the handle.
+
+    Only a Dask actor handle held inside the worker that runs the actor qualifies; anything
+    else (another process's actor, an :class:`InProcess` object, no worker) is returned as is.
+    """
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except ValueError:  # not in a worker
+        return handle
+    address = getattr(handle, "_address", None)
+    key = getattr(handle, "_key", None)
+    executor = getattr(worker, "executors", {}).get("actor")
+    actors = getattr(getattr(worker, "state", None), "actors", {})
+    if address != worker.address or key not in actors or executor is None:
+        return handle
+    return SameProcess(actors[key], executor)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from biglda.ps.calls import call, call_all
+from biglda.ps.calls import call, call_all, same_process
 from biglda.ps.protocol import ClockAnswer
 
 Check = Callable[[], None] | None
@@ -55,6 +55,13 @@ class TableClient:
     def n_parts(self) -> int:
         """Number of table shards."""
         return len(self.actors)
+
+    def in_this_process(self) -> TableClient:
+        """Return this client calling the table shards of this worker process directly.
+
+        (:func:`biglda.ps.calls.same_process`: no pickling, no loopback round trip.)
+        """
+        return TableClient(tuple(same_process(a) for a in self.actors), self.bounds)
 
     def push(self, shard: int, clock: int, parts: Sequence[tuple[np.ndarray, ...]],
              timeout: float, log: bool = True) -> None:

@@ -33,7 +33,7 @@ import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -308,6 +308,8 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
 
     me = get_worker()
     worker = me.address
+    # the table shards this process holds are called on their actor thread, not via the comm
+    spec = replace(spec, ps=replace(spec.ps, tables=spec.ps.tables.in_this_process()))
     corpus = Corpus.open(spec.corpus_url)
     backend = worker_backend(spec, worker)
     # a GPU worker runs one thread, as before

@@ -92,3 +92,40 @@ def test_the_client_pickles_and_works_inside_worker_tasks(local_cluster):
         assert ps.alpha.lookup(0, 0, False, chunk=0.1, timeout=30) == (ClockAnswer.ABORT, None)
     finally:
         ps.close()
+
+
+def _push_from_a_task(tables, clock):
+    """In a worker task: the client on this process's actors; push through it, read it back."""
+    from biglda.ps.calls import SameProcess
+
+    local = tables.in_this_process()
+    kinds = [isinstance(a, SameProcess) for a in local.actors]
+    words = np.array([1, 7], dtype=np.int32)
+    parts = []
+    for lo, hi in zip(tables.bounds[:-1], tables.bounds[1:], strict=True):
+        w = words[(words >= lo) & (words < hi)]
+        parts.append((w, np.full(len(w), 3, np.int32), np.full(len(w), 4, np.int32)))
+    local.push(0, clock, parts, timeout=30)
+    return kinds, [i["pushes"] for i in local.info(timeout=30)]
+
+
+def test_a_task_calls_its_own_processs_table_shards_directly(local_cluster):
+    # A table shard in the task's own process is called on its actor thread (no comm: a
+    # SameProcess), the other process's through Dask; both pushes land in the table the
+    # driver reads through Dask. Outside a worker the client is unchanged.
+    client = local_cluster
+    workers = sorted(client.scheduler_info()["workers"])
+    ps = start_parameter_server(client, 10, K, 1, BETA, staleness=0, workers=workers)
+    try:
+        assert len(set(ps.workers)) == 2
+        home = ps.workers[0]
+        kinds, pushes = client.submit(_push_from_a_task, ps.tables, 0, workers=[home],
+                                      pure=False).result(timeout=60)
+        assert kinds == [w == home for w in ps.workers] and pushes == [1, 1]
+        n_wk = np.concatenate([rows for _, rows, _ in ps.tables.parts(timeout=30)])
+        want = np.zeros((10, K), dtype=np.int32)
+        want[[1, 7], 3] = 4
+        np.testing.assert_array_equal(n_wk, want)
+        assert ps.tables.in_this_process().actors == ps.tables.actors
+    finally:
+        ps.close()
