@@ -23,17 +23,20 @@ def threaded_cluster():
         yield client
 
 
-def _run(client, url, out=None, **kw):
-    cfg = TrainConfig(n_topics=8, n_shards=6, sampler="lightlda", seed=5, **kw)
+def _run(client, url, out=None, sampler="lightlda", **kw):
+    cfg = TrainConfig(n_topics=8, n_shards=6, sampler=sampler, seed=5, **kw)
     corpus = Corpus.open(url) if kw.get("resume") else validate(url, None, cfg, overwrite=False)
     return run_training(client, corpus, cfg, out=out)
 
 
+@pytest.mark.parametrize("sampler", ["lightlda", "warplda"])
 def test_threads_and_shards_share_one_process_cache(threaded_cluster, synth_corpus, recount,
-                                                    tmp_path):
+                                                    tmp_path, sampler):
+    # lightlda: a part per thread (rounds); warplda: one sweep of the process on its threads
     url, _ = synth_corpus
     out = str(tmp_path / "model.zarr")
-    first = _run(threaded_cluster, url, out=out, iterations=3, checkpoint_every=2)
+    first = _run(threaded_cluster, url, out=out, iterations=3, checkpoint_every=2,
+                 sampler=sampler)
     n_wk, n_k, _ = recount(url, first)
     np.testing.assert_array_equal(first.n_wk, n_wk)
     np.testing.assert_array_equal(first.n_k, n_k)
@@ -42,13 +45,14 @@ def test_threads_and_shards_share_one_process_cache(threaded_cluster, synth_corp
     assert all(i["pulls"] == 2 * (3 - 1) for i in first.ps_info)
     assert ckpt.open_checkpoint(ckpt.checkpoint_url(out), 8, Corpus.open(url).n_tokens)[
         "clock"] == 3
-    second = _run(threaded_cluster, url, out=out, iterations=5, checkpoint_every=2, resume=True)
+    second = _run(threaded_cluster, url, out=out, iterations=5, checkpoint_every=2, resume=True,
+                  sampler=sampler)
     n_wk, n_k, _ = recount(url, second)
     np.testing.assert_array_equal(second.n_wk, n_wk)
     np.testing.assert_array_equal(second.n_k, n_k)
     # BSP, same seed and layout: resuming is the same run as not stopping, and runs repeat
-    straight = _run(threaded_cluster, url, iterations=5, checkpoint_every=0)
-    again = _run(threaded_cluster, url, iterations=5, checkpoint_every=0)
+    straight = _run(threaded_cluster, url, iterations=5, checkpoint_every=0, sampler=sampler)
+    again = _run(threaded_cluster, url, iterations=5, checkpoint_every=0, sampler=sampler)
     for s in straight.shards:
         np.testing.assert_array_equal(second.z[s.index], straight.z[s.index])
         np.testing.assert_array_equal(again.z[s.index], straight.z[s.index])
