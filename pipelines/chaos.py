@@ -21,6 +21,8 @@ Usage::
 
     .venv/bin/python pipelines/chaos.py --runs 3 --kills 2          # results in runs/chaos/
     .venv/bin/python pipelines/chaos.py --staleness 2 --out runs/chaos-ssp
+    .venv/bin/python pipelines/chaos.py --workers 2 --threads-per-worker 2 \
+        --shards-per-worker 3 --sampler warplda --out runs/chaos-threads   # shared caches
 
 Under SSP (``--staleness`` > 0) runs are not deterministic (who waits for whom depends on
 timing), so ``same_z_as_baseline`` is not expected; consistency and quality are.
@@ -103,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--kills", type=int, default=2, help="workers killed per run")
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--threads-per-worker", type=int, default=1,
+                   help="sampling threads per worker process (they share its table cache)")
+    p.add_argument("--shards-per-worker", type=int, default=1,
+                   help="document shards per worker process")
+    p.add_argument("--sampler", default="cgs", choices=["cgs", "lightlda", "warplda"])
     p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--checkpoint-every", type=int, default=3)
     p.add_argument("--docs", type=int, default=3000)
@@ -124,11 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     url, test, phi = _corpus(out, args.docs, args.seed)
     corpus = Corpus.open(url)
-    cfg = TrainConfig(n_topics=10, iterations=args.iterations, sampler="cgs", beta=0.05,
-                      seed=args.seed, n_shards=args.workers, staleness=args.staleness,
+    cfg = TrainConfig(n_topics=10, iterations=args.iterations, sampler=args.sampler, beta=0.05,
+                      seed=args.seed, n_shards=args.workers * args.shards_per_worker,
+                      staleness=args.staleness,
                       checkpoint_every=args.checkpoint_every, top_words_every=0,
                       recovery_wait=30.0, call_timeout=60.0, max_recoveries=args.kills + 1)
-    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=args.threads_per_worker,
+                           processes=True,
                            dashboard_address="127.0.0.1:0", host="127.0.0.1")
     client = Client(cluster, direct_to_workers=True)
     rng = np.random.default_rng(args.seed)
