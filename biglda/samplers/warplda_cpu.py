@@ -48,7 +48,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, wait
 from typing import Any
 
 import numpy as np
@@ -515,8 +515,11 @@ def _run_parts(pool: Executor | None, n_threads: int, n_parts: int,
             results[i] = work(i)
 
     futs = [pool.submit(worker) for _ in range(n_threads - 1)] if pool is not None else []
-    cpu = worker() + sum(f.result() for f in futs)
-    return results, cpu
+    try:
+        cpu = worker()
+    finally:
+        wait(futs)  # no thread may still work on the sweep's arrays when it ends, even failed
+    return results, cpu + sum(f.result() for f in futs)
 
 
 class WarpLDASampler(Sampler):
