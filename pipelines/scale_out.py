@@ -8,13 +8,14 @@ One command (issue 15, item 5)::
 Layouts (``--layouts``, default all): ``1x1``, ``1x2`` (1 process x 2 threads), ``2x1``
 (2 processes, 2 shards), and 2 processes with 4, 8 and 16 shards (``2p/4s`` ...); a suffix
 ``:rN`` sweeps each clock in N rounds (``1x2:r1`` is the threads' AD-LDA without rounds,
-``1x2:r8`` eight rounds). For each it
-prints tokens/s, bytes pulled and pushed per token, worker CPU-seconds per token spent in the
-sampling kernels and outside them (parameter-server actors, comms, cache: they run in the
-worker processes), the median over iterations after ``--skip`` (JIT, first full pull), and
-LL/token per iteration; then the ratios the issue's targets name. Layouts run one after the
-other, round by round when ``--repeats`` > 1, so a change in the machine's load falls on all
-alike. Writes ``scale_out.json`` to ``--out``.
+``1x2:r8`` eight rounds); any ``PxT`` or ``Pp/Ss`` is a layout too (``1x16``, ``16x1`` on 16
+cores). For each it prints tokens/s, bytes pulled and pushed per token, worker CPU-seconds
+per token spent in the sampling kernels and outside them (parameter-server actors, comms,
+cache: they run in the worker processes), the median over iterations after ``--skip`` (JIT,
+first full pull), and LL/token per iteration; then the ratios the issue's targets name, and
+every other layout's tokens/s against 1x1. Layouts run one after the other, round by round
+when ``--repeats`` > 1, so a change in the machine's load falls on all alike. Writes
+``scale_out.json`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -37,9 +38,26 @@ LAYOUTS = {"1x1": dict(workers=1, threads_per_worker=1),
 
 
 def settings_of(layout: str) -> dict:
-    """A layout's training settings; ``NAME:rN`` sweeps each clock in N rounds (``--rounds``)."""
+    """A layout's training settings; ``NAME:rN`` sweeps each clock in N rounds (``--rounds``).
+
+    Besides the names of :data:`LAYOUTS`, any ``PxT`` (P processes x T threads) and ``Pp/Ss``
+    (P single-thread processes, S shards), e.g. ``1x16`` or ``16x1`` on a 16-core machine.
+
+    >>> settings_of("1x16:r1")
+    {'workers': 1, 'threads_per_worker': 16, 'rounds': 1}
+    >>> settings_of("4p/32s")
+    {'workers': 4, 'threads_per_worker': 1, 'n_shards': 32}
+    """
     name, _, rounds = layout.partition(":r")
-    return LAYOUTS[name] | ({"rounds": int(rounds)} if rounds else {})
+    if name in LAYOUTS:
+        base = LAYOUTS[name]
+    elif "p/" in name:
+        p, _, s = name.partition("p/")
+        base = dict(workers=int(p), threads_per_worker=1, n_shards=int(s.rstrip("s")))
+    else:
+        p, _, t = name.partition("x")
+        base = dict(workers=int(p), threads_per_worker=int(t))
+    return base | ({"rounds": int(rounds)} if rounds else {})
 
 
 def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_tokens: int
@@ -99,6 +117,9 @@ def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> l
               f"- 2 processes vs 1, tokens/s: {ratio('2x1', '1x1', 'tokens_per_s')} "
               "(target >= 1.8x)"]
     if "1x1" in res:
+        base = next(n for n in res if n == "1x1" or n.startswith("1x1:"))
+        lines += [f"- {name} vs 1x1, tokens/s: {ratio(name, base, 'tokens_per_s')}"
+                  for name in res if name not in (base, "1x2", "2x1")]
         lines.append("- LL/token after the last iteration: " + ", ".join(
             f"{name} {r['ll_per_token'][-1]:.4f}" for name, r in res.items()))
     return lines
