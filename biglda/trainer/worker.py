@@ -3,24 +3,25 @@
 Design: a task per worker process holds all its document shards — tokens, ``z`` — and one
 table cache over the union of their vocabularies (:class:`biglda.ps.ProcessCache`) in local
 variables for the whole run and loops over all clocks: wait for the SSP clock (every shard),
-pull once, sweep with its threads (a ``ThreadPoolExecutor`` of numba ``nogil`` sweeps, one
-sweep per thread over its shards' documents concatenated; threads other than the first work
-on a copy of the cache and their deltas are added after, or after each round: AD-LDA within
-the process), push
-once, checkpoint, tick every shard. Pulls, pushes and per-word tables are made once per
-process (per thread for the tables) per clock, not once per shard. The alternative, one task
-per shard per clock with the state in a worker-held object, pays a scheduler round trip per
-shard per clock (about ten actor calls' worth) and gains nothing: the state never moves, and a
-lost worker is recovered by recounting ``z`` from a checkpoint either way (measurements in
-pipelines/README.md). The driver submits :func:`run_group_failfast`, which secedes from the
-worker's thread pool (so a task stuck on a dead actor does not hold the thread a recovered
-run needs). Each worker runs its actors' sync methods in a separate actor thread and
-``async`` ones (the clock) on its event loop, so a task waiting on a clock never blocks an
-actor. A GPU worker runs one thread. In rounds (``--rounds``; by default with several
-threads and an exact sampler, or with ``--comm-budget``: :func:`rounds_of`) each thread
-sweeps a clock in runs of documents; after each round the threads add each other's moves,
-and with a budget the process sends and receives early updates (:mod:`biglda.ps.managed`,
-:func:`_sweep_threads`).
+pull once, sweep with its threads (a ``ThreadPoolExecutor`` of numba ``nogil`` sweeps: for
+the exact samplers one sweep per thread over its shards' documents concatenated, threads
+other than the first on a copy of the cache, their deltas added after, or after each round:
+AD-LDA within the process; for a sampler with ``threads_per_sweep`` (warplda) one sweep of
+all the process's shards that all its threads share, the chain of one thread), push once
+(the doc LL meanwhile), checkpoint, tick every shard. Pulls, pushes and per-word tables are
+made once per process (per thread for the tables) per clock, not once per shard. The
+alternative, one task per shard per clock with the state in a worker-held object, pays a
+scheduler round trip per shard per clock (about ten actor calls' worth) and gains nothing:
+the state never moves, and a lost worker is recovered by recounting ``z`` from a checkpoint
+either way (measurements in pipelines/README.md). The driver submits
+:func:`run_group_failfast`, which secedes from the worker's thread pool (so a task stuck on
+a dead actor does not hold the thread a recovered run needs). Each worker runs its actors'
+sync methods in a separate actor thread and ``async`` ones (the clock) on its event loop, so
+a task waiting on a clock never blocks an actor. A GPU worker runs one thread. In rounds
+(``--rounds``; by default with several threads and an exact sampler, or with
+``--comm-budget``: :func:`rounds_of`) each thread sweeps a clock in runs of documents; after
+each round the threads add each other's moves, and with a budget the process sends and
+receives early updates (:mod:`biglda.ps.managed`, :func:`_sweep_threads`).
 
 Every parameter-server call goes through the client (:class:`biglda.ps.PSClient`) and has a
 timeout; a clock wait is a sequence of short server-side waits, so a lost clock actor surfaces
