@@ -162,7 +162,7 @@ def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int =
 
     layouts = layouts or candidates(os.cpu_count() or 1)
     samplers = dict(samplers or MEASURE_SAMPLERS)
-    tokens, doc_ptr, phi, _ = generate(SynthSpec(
+    tokens, doc_ptr, phi, _ = generate(SynthSpec(  # (100 true topics, whatever K is trained)
         n_docs=n_docs, n_words=MEASURE_WORDS, n_topics=100,
         mean_doc_length=100, alpha=0.1, beta=0.01, seed=0))
     rates: dict[str, dict[str, list[float]]] = {
