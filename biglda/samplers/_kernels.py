@@ -153,23 +153,34 @@ def _sweep_delta(tokens, z_old, z_new, n_rows, n_topics):
                 seen[b] = w
                 touched[n_touched] = b
                 n_touched += 1
-        # canonical order: topics ascending within the word (insertion sort, lists are short)
-        for j in range(1, n_touched):
-            t = touched[j]
-            jj = j
-            while jj > 0 and touched[jj - 1] > t:
-                touched[jj] = touched[jj - 1]
-                jj -= 1
-            touched[jj] = t
-        for j in range(n_touched):
-            t = touched[j]
-            if acc[t] != 0:
-                words[m] = w
-                topics[m] = t
-                counts[m] = acc[t]
-                m += 1
-            acc[t] = 0
+        m = _emit_word_delta(w, touched, n_touched, acc, words, topics, counts, m)
     return words[:m].copy(), topics[:m].copy(), counts[:m].copy(), delta_k
+
+
+@njit(nogil=True, cache=True)
+def _emit_word_delta(w, touched, n_touched, acc, words, topics, counts, m):
+    """Append word ``w``'s net changes to a COO delta, topics ascending; return its new length.
+
+    ``touched[:n_touched]`` are the topics whose ``acc`` (int32 [K], the word's net change)
+    was touched; they are sorted in place (insertion sort: the lists are short), the non-zero
+    ones written at ``words/topics/counts[m:]`` and ``acc`` reset to zero.
+    """
+    for j in range(1, n_touched):
+        t = touched[j]
+        jj = j
+        while jj > 0 and touched[jj - 1] > t:
+            touched[jj] = touched[jj - 1]
+            jj -= 1
+        touched[jj] = t
+    for j in range(n_touched):
+        t = touched[j]
+        if acc[t] != 0:
+            words[m] = w
+            topics[m] = t
+            counts[m] = acc[t]
+            m += 1
+        acc[t] = 0
+    return m
 
 
 @njit(nogil=True, cache=True)

@@ -87,3 +87,26 @@ def _next_int(state, n):
     if i >= n:  # cannot happen for u < 1, kept so rounding can never index out of range
         i = n - 1
     return state, i
+
+
+_GOLD = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_S30 = np.uint64(30)
+_S31 = np.uint64(31)
+
+
+@njit(nogil=True, cache=True)
+def _substream(state, tag, index):
+    """Return sub-stream ``index`` of a stream: splitmix64 of ``state ^ (tag | index)``.
+
+    For kernels that cut their work into blocks with a stream each (warplda's passes):
+    ``tag`` uint64 names the kind of block in the high bits, ``index`` the block. Never zero.
+    """
+    x = (state ^ (tag | np.uint64(index))) + _GOLD
+    x = (x ^ (x >> _S30)) * _MIX1
+    x = (x ^ (x >> _S27)) * _MIX2
+    x = x ^ (x >> _S31)
+    if x == 0:
+        x = _GOLD
+    return x

@@ -55,10 +55,10 @@ import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _build_alias, _sample_alias
+from biglda.samplers._kernels import _build_alias, _emit_word_delta, _sample_alias
 from biglda.samplers._prefetch import prefetch, prefetch_write
 from biglda.samplers.base import Sampler, SweepResult, check_sweep_args
-from biglda.samplers.rng import _next_float
+from biglda.samplers.rng import _next_float, _substream
 
 
 @njit(nogil=True, cache=True)
@@ -100,26 +100,6 @@ PARTS_PER_THREAD = 4
 _PASS1 = np.uint64(1 << 40)
 _PASS2 = np.uint64(2 << 40)
 _PASS3 = np.uint64(3 << 40)
-_GOLD = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_R30 = np.uint64(30)
-_R27 = np.uint64(27)
-_R31 = np.uint64(31)
-
-
-@njit(nogil=True, cache=True)
-def _block_state(state, tag, block):
-    """Return one block's generator state for a pass: splitmix64 of ``state ^ (tag | block)``."""
-    x = (state ^ (tag | np.uint64(block))) + _GOLD
-    x = (x ^ (x >> _R30)) * _MIX1
-    x = (x ^ (x >> _R27)) * _MIX2
-    x = x ^ (x >> _R31)
-    if x == 0:
-        x = _GOLD
-    return x
-
-
 @njit(nogil=True, cache=True)
 def _blocks(ptr, size):
     """Cut the rows of a CSR pointer into runs of whole rows of about ``size`` tokens.
@@ -172,7 +152,7 @@ def _pass_word_proposals(b_lo, b_hi, wblocks, word_ptr, perm, z, n_wk, tw, gw, b
     c_wp = 2
     hist = np.zeros(n_topics, dtype=np.int32)  # the word's counts among these tokens
     for b in range(b_lo, b_hi):
-        state = _block_state(key_state, _PASS1, b)
+        state = _substream(key_state, _PASS1, b)
         for w in range(wblocks[b], wblocks[b + 1]):
             lo = word_ptr[w]
             hi = word_ptr[w + 1]
@@ -232,7 +212,7 @@ def _pass_documents(b_lo, b_hi, dblocks, doc_ptr, z, inv, tw, gw, n_k, coef, alp
     n_accept = 0
     n_propose = 0
     for b in range(b_lo, b_hi):
-        state = _block_state(key_state, _PASS2, b)
+        state = _substream(key_state, _PASS2, b)
         for d in range(dblocks[b], dblocks[b + 1]):
             lo = doc_ptr[d]
             hi = doc_ptr[d + 1]
@@ -320,7 +300,7 @@ def _pass_word_accept(b_lo, b_hi, wblocks, word_ptr, perm, z, tw, n_wk, n_k, coe
     n_accept = 0
     n_propose = 0
     for b in range(b_lo, b_hi):
-        state = _block_state(key_state, _PASS3, b)
+        state = _substream(key_state, _PASS3, b)
         n_out = 2 * word_ptr[wblocks[b]]
         first = n_out
         for w in range(wblocks[b], wblocks[b + 1]):
@@ -401,22 +381,9 @@ def _pass_word_accept(b_lo, b_hi, wblocks, word_ptr, perm, z, tw, n_wk, n_k, coe
                         out_counts[n_out] = acc[k]
                         n_out += 1
                     acc[k] = 0
-            else:  # few: insertion sort, topics ascending within the word
-                for a in range(1, n_touched):
-                    t = touched[a]
-                    c = a
-                    while c > 0 and touched[c - 1] > t:
-                        touched[c] = touched[c - 1]
-                        c -= 1
-                    touched[c] = t
-                for a in range(n_touched):
-                    t = touched[a]
-                    if acc[t] != 0:
-                        out_words[n_out] = w
-                        out_topics[n_out] = t
-                        out_counts[n_out] = acc[t]
-                        n_out += 1
-                    acc[t] = 0
+            else:  # few: sort them (topics ascending within the word)
+                n_out = _emit_word_delta(w, touched, n_touched, acc, out_words, out_topics,
+                                         out_counts, n_out)
         out_n[b] = n_out - first
     return n_accept, n_propose
 

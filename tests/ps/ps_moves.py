@@ -1,4 +1,5 @@
-"""Token moves on a count table, aggregated as a sweep's delta (the PS tests' workload)."""
+"""Token moves on a count table, aggregated as a sweep's delta, and process caches that start
+from random counts (the PS tests' workload)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,20 @@ def moves(rng, n_wk: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
     dk = np.zeros(k, dtype=np.int64)
     np.add.at(dk, topics, summed[keep])
     return words, topics, summed[keep], dk
+
+
+def start_process_cache(rng, members, n_words: int, n_tokens: int, bounds, tables, k: int):
+    """A process cache of random tokens and topics whose counts are pushed at clock -1.
+
+    ``members``: the process's shards, the first one the lead. Returns ``(cache, counts)``,
+    the counts int32 [V_local, K] in the cache's local ids.
+    """
+    from biglda.ps import ProcessCache
+
+    tokens = rng.integers(0, n_words, n_tokens).astype(np.int32)
+    cache = ProcessCache(members[0], members, tokens, bounds, k)
+    init = np.zeros((cache.n_local, k), dtype=np.int32)
+    np.add.at(init, (cache.tokens, rng.integers(0, k, len(tokens))), 1)
+    cache.push_counts(tables, -1, init, 5.0)
+    cache.push_members(tables, -1, 5.0, log=False)
+    return cache, init

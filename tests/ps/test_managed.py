@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ps_moves import moves
+from ps_moves import moves, start_process_cache
 
-from biglda.ps import ProcessCache, TableShard
+from biglda.ps import TableShard
 from biglda.ps._kernels import add_coo
 from biglda.ps.calls import InProcess
 from biglda.ps.client import TableClient
@@ -37,12 +37,7 @@ def _setup(rng, groups, n_words=40, n_parts=2, n_tokens=80):
     tables = TableClient(tuple(InProcess(a) for a in actors), bounds)
     caches, truth, mine = [], np.zeros((n_words, K), dtype=np.int64), []
     for members in groups:
-        tokens = rng.integers(0, n_words, n_tokens).astype(np.int32)
-        cache = ProcessCache(members[0], members, tokens, bounds, K)
-        init = np.zeros((cache.n_local, K), dtype=np.int32)
-        np.add.at(init, (cache.tokens, rng.integers(0, K, len(tokens))), 1)
-        cache.push_counts(tables, -1, init, 5.0)
-        cache.push_members(tables, -1, 5.0, log=False)
+        cache, init = start_process_cache(rng, members, n_words, n_tokens, bounds, tables, K)
         truth[cache.vocab] += init
         caches.append(cache)
         mine.append(init.copy())  # the counts of this process's own tokens

@@ -6,9 +6,9 @@ process's other shards never pull)."""
 from __future__ import annotations
 
 import numpy as np
-from ps_moves import moves
+from ps_moves import moves, start_process_cache
 
-from biglda.ps import ProcessCache, TableShard
+from biglda.ps import TableShard
 from biglda.ps._kernels import add_coo
 from biglda.ps.calls import InProcess
 from biglda.ps.client import TableClient
@@ -27,12 +27,7 @@ def test_process_caches_are_exact_and_trim_the_log():
     tables = TableClient(tuple(InProcess(a) for a in actors), bounds)
     caches, truth = [], np.zeros((n_words, K), dtype=np.int64)
     for members in groups:
-        tokens = rng.integers(0, n_words, 50).astype(np.int32)
-        cache = ProcessCache(members[0], members, tokens, bounds, K)
-        init = np.zeros((cache.n_local, K), dtype=np.int32)
-        np.add.at(init, (cache.tokens, rng.integers(0, K, len(tokens))), 1)
-        cache.push_counts(tables, -1, init, 5.0)
-        cache.push_members(tables, -1, 5.0, log=False)
+        cache, init = start_process_cache(rng, members, n_words, 50, bounds, tables, K)
         truth[cache.vocab] += init
         caches.append(cache)
     for clock in range(6):
@@ -70,12 +65,7 @@ def test_one_process_costs_the_server_no_fold():
     bounds = row_bounds(n_words, 1)
     actor = TableShard(0, 0, n_words, K, len(members), 0.1)
     tables = TableClient((InProcess(actor),), bounds)
-    tokens = rng.integers(0, n_words, 80).astype(np.int32)
-    cache = ProcessCache(members[0], members, tokens, bounds, K)
-    init = np.zeros((cache.n_local, K), dtype=np.int32)
-    np.add.at(init, (cache.tokens, rng.integers(0, K, len(tokens))), 1)
-    cache.push_counts(tables, -1, init, 5.0)
-    cache.push_members(tables, -1, 5.0, log=False)
+    cache, _ = start_process_cache(rng, members, n_words, 80, bounds, tables, K)
     cache.attach(tables, -1, 5.0)
     for clock in range(5):
         if clock:
