@@ -58,6 +58,7 @@ from biglda.errors import ConfigError
 from biglda.samplers._kernels import _build_alias, _emit_word_delta, _sample_alias
 from biglda.samplers._prefetch import prefetch, prefetch_write
 from biglda.samplers.base import Sampler, SweepResult, check_sweep_args
+from biglda.samplers.parts import PartQueue
 from biglda.samplers.rng import _next_float, _substream
 
 
@@ -462,31 +463,18 @@ def _run_parts(pool: Executor | None, n_threads: int, n_parts: int,
                work: Callable[[int], Any]) -> tuple[list[Any], float]:
     """Run ``work(0 .. n_parts - 1)`` on ``n_threads`` threads: this one and ``pool``'s.
 
-    Each thread takes the next part not taken yet (more parts than threads even out parts
-    of unequal cost and a thread the OS lends to someone else for a while). Returns the
-    results in part order and the CPU seconds of all the threads.
+    Returns the results in part order and the CPU seconds of all the threads
+    (:class:`biglda.samplers.parts.PartQueue`).
     """
     if pool is None and n_threads > 1:
         raise ValueError(f"{n_threads} threads need a pool")
-    results: list[Any] = [None] * n_parts
-    parts = iter(range(n_parts))
-    lock = threading.Lock()
-
-    def worker() -> float:
-        c0 = time.thread_time()
-        while True:
-            with lock:
-                i = next(parts, None)
-            if i is None:
-                return time.thread_time() - c0
-            results[i] = work(i)
-
-    futs = [pool.submit(worker) for _ in range(n_threads - 1)] if pool is not None else []
+    queue = PartQueue(n_parts, work)
+    futs = [pool.submit(queue.drain) for _ in range(n_threads - 1)] if pool is not None else []
     try:
-        cpu = worker()
+        cpu = queue.drain()
     finally:
         wait(futs)  # no thread may still work on the sweep's arrays when it ends, even failed
-    return results, cpu + sum(f.result() for f in futs)
+    return queue.results, cpu + sum(f.result() for f in futs)
 
 
 class WarpLDASampler(Sampler):

@@ -31,7 +31,6 @@ as a :class:`biglda.errors.ClusterError`.
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -206,6 +205,8 @@ class _ProcessState:
         if (n_threads == 1 or one_part) and len(sizes) > 1:
             sizes = [sum(sizes)]
         self.n_threads = n_threads  # sampling threads (one part may use them all)
+        # the sampler takes all the threads into its one sweep of the process's shards
+        self.shared_sweep = one_part and n_threads > 1
         self.shards: list[_ShardState] = []
         parts, lo = [], 0
         # one part: the shards in corpus order, so the part is the same on any thread count
@@ -417,9 +418,7 @@ def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], po
     cpu = [0.0] * len(proc.threads)
 
     # one part on all the process's threads: the sampler spreads its sweep over the pool
-    shared = ({"pool": pool, "n_threads": proc.n_threads}
-              if len(proc.threads) == 1 and proc.n_threads > 1
-              and getattr(samplers[0], "threads_per_sweep", False) else {})
+    shared = {"pool": pool, "n_threads": proc.n_threads} if proc.shared_sweep else {}
 
     def sweep(i: int, r: int) -> tuple[Any, float]:
         part, (n_wk, n_k) = proc.threads[i], tables[i]
@@ -473,6 +472,7 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     The wait is done (it began at ``t0``). Returns the stats of every shard.
     """
     from biglda.samplers import doc_loglik
+    from biglda.samplers.parts import PartQueue
 
     cfg, cache = spec.cfg, proc.cache
     t_wait = time.time()
@@ -503,30 +503,24 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     # the doc part of the LL in runs of documents, on the pool's threads (nogil) and, once
     # its push is sent (the push mostly waits for the table actor), on this one
     runs = proc.ll_runs()
-    taken = iter(range(len(runs)))
-    lock = threading.Lock()
 
-    run_ll = [0.0] * len(runs)
+    def run_ll(i: int) -> float:
+        st, a, b = runs[i]
+        ptr = st.doc_ptr[a:b + 1]
+        return float(doc_loglik(ptr - ptr[0], st.z[ptr[0]:ptr[-1]], alpha, cfg.n_topics))
 
-    def runs_ll() -> float:
-        while True:
-            with lock:
-                i = next(taken, None)
-            if i is None:
-                return time.time()
-            st, a, b = runs[i]
-            ptr = st.doc_ptr[a:b + 1]
-            run_ll[i] = float(doc_loglik(ptr - ptr[0], st.z[ptr[0]:ptr[-1]], alpha,
-                                         cfg.n_topics))
-
-    futs = [pool.submit(runs_ll) for _ in range(max(1, proc.n_threads - 1))]
+    lls = PartQueue(len(runs), run_ll)
+    futs = [pool.submit(lls.drain) for _ in range(max(1, proc.n_threads - 1))]
     pushed = cache.push_all(spec.ps.tables, clock,
                             [(r.delta_words, r.delta_topics, r.delta_counts, r.delta_k)
                              for r, _ in results], cfg.call_timeout)
     t_push = time.time()
-    t_ll = max([runs_ll()] + [fut.result() for fut in futs])
+    lls.drain()
+    for fut in futs:
+        fut.result()
+    t_ll = max(lls.ended, default=t_sweep)
     doc_ll = dict.fromkeys((st.index for st in proc.shards), 0.0)
-    for (st, _, _), ll in zip(runs, run_ll, strict=True):  # in run order: the same sums
+    for (st, _, _), ll in zip(runs, lls.results, strict=True):  # in run order: the same sums
         doc_ll[st.index] += ll
     # phases in order: the LL's own time, then what the push took beyond it
     t_push = max(t_push, t_ll)
