@@ -112,9 +112,9 @@ class SameProcess:
     """An actor of this worker process, called on its actor thread without the comm.
 
     A Dask actor call from a task goes through the worker's RPC even when the actor lives in
-    the same process: its arguments are pickled and sent over loopback TCP to itself (a push
-    of 240 MB, a clock of the 100M-token run in one process: 0.74-1.53 s that way, 0.16-0.39 s
-    this way, pipelines/README.md). The worker runs every sync actor
+    the same process: its arguments are pickled and sent over loopback TCP to itself (times
+    of both ways: ``pipelines/bench_push.py``, pipelines/README.md). The worker runs every
+    sync actor
     method on one dedicated thread (``executors["actor"]``); submitting the method there
     keeps that one-at-a-time order with the calls that come through Dask, and passes arrays
     by reference. A caller must not change an array it passed afterwards (the trainer's sweep

@@ -219,9 +219,9 @@ def _doc_loglik(doc_ptr, z, alpha):
 
     ``lgamma(c + alpha_k) - lgamma(alpha_k)`` is tabulated for the counts most pairs have
     (the same doubles the inline form gives, so the sum is unchanged to the bit): lgamma is
-    ~20 ns. Counts c < 16 per topic, or, with a symmetric alpha, c < 1024 in one row: with
-    long documents of few topics (332 tokens, alpha 0.02: the 100M-token corpus) most counts
-    are above 16, and the doc LL of 99 M tokens took 1 CPU-s a clock.
+    ~20 ns. Counts c < 16 per topic, or, with a symmetric alpha, c < 1024 in one row: long
+    documents of few topics (332 tokens, alpha 0.02: the 100M-token corpus) have most counts
+    above 16.
     """
     n_topics = alpha.shape[0]
     a_sum = 0.0
