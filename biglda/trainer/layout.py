@@ -127,19 +127,35 @@ def choose_layout(workers: int | None, threads_per_worker: int | None,
         return None
     data = saved_measurement()
     name = measured_as(sampler)
-    # (a file written before measurements were per sampler holds one, made with cgs)
-    got = (data.get("samplers", {}).get(name) if data is not None and "samplers" in data
-           else data if data is not None and name == "cgs" else None)
+    got = _measured(data, name)
     if data is not None and got is not None:
-        p, t = got["best"]
-        rates = ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in got["tokens_per_s"].items())
-        return LayoutChoice(int(p), int(t), f"fastest for {name} in `biglda layout --measure` "
-                                            f"of {data['measured_at']}: tokens/s {rates}")
+        p, t, rates = got
+        return LayoutChoice(p, t, f"fastest for {name} in `biglda layout --measure` "
+                                  f"of {data.get('measured_at', '?')}: tokens/s {rates}")
     cores = os.cpu_count() or 1
     why = ("not measured on this machine" if data is None else
            f"{name} not measured on this machine")
     return LayoutChoice(cores, 1, f"one process per core: {why}; "
                                   f"`biglda layout --measure` measures it")
+
+
+def _measured(data: dict[str, Any] | None, name: str) -> tuple[int, int, str] | None:
+    """Return ``(processes, threads, rates in words)`` kept for sampler ``name``, or None.
+
+    A file written before measurements were per sampler holds one, made with cgs. An entry
+    of the wrong shape counts as not measured (the file is a cache, not a setting).
+    """
+    if data is None:
+        return None
+    got = data.get("samplers", {}) if "samplers" in data else {"cgs": data}
+    entry = got.get(name) if isinstance(got, dict) else None
+    try:
+        p, t = (int(x) for x in entry["best"])  # type: ignore[index]
+        rates = ", ".join(f"{k} {float(v) / 1e6:.2f}M"
+                          for k, v in entry["tokens_per_s"].items())  # type: ignore[index]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return (p, t, rates) if p >= 1 and t >= 1 else None
 
 
 def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int = 1,

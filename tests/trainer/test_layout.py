@@ -40,6 +40,19 @@ def test_a_measurement_of_another_machine_is_not_used(cache):
     assert lay.saved_measurement() is None
 
 
+@pytest.mark.parametrize("entry", [{"best": "1x2"}, {"best": [1, 2]}, {"best": [0, 2],
+                                   "tokens_per_s": {}}, "garbage", None])
+def test_a_malformed_entry_counts_as_not_measured(cache, entry):
+    # the file is a cache: an entry of the wrong shape gives the default, never a traceback
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"machine": lay.machine(), "measured_at": "then",
+                                 "samplers": {"warplda": entry}}))
+    choice = lay.choose_layout(None, None, sampler="warplda")
+    assert choice[:2] == (os.cpu_count() or 1, 1) and "warplda not measured" in choice.reason
+    cache.write_text(json.dumps({"machine": lay.machine(), "samplers": ["not", "a", "dict"]}))
+    assert "not measured" in lay.choose_layout(None, None, sampler="cgs").reason
+
+
 def test_candidates_span_processes_and_threads():
     assert lay.candidates(1) == [(1, 1)]
     assert lay.candidates(6) == [(6, 1), (3, 2), (1, 6)]
