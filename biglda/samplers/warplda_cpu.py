@@ -122,19 +122,31 @@ def _blocks(ptr, size):
 
 
 @njit(nogil=True, cache=True)
-def _prefetch_row(n_wk, word_ptr, w, m_steps):
-    """Start loading row ``w`` of ``n_wk`` when its tokens will read most of its cache lines.
+def _prefetch_row(n_wk, word_ptr, w, m_steps, tw, c_lo, c_hi):
+    """Start loading what the tokens of word ``w`` will read of row ``w`` of ``n_wk``.
 
     On a shared table the passes read ``n_wk[w, t]`` at (1 + mh_steps) random topics per
     token; a row of K int32 is K / 16 cache lines, which come from DRAM one miss at a time
-    unless asked for ahead.
+    unless asked for ahead. A word whose tokens read most of the row's lines gets the whole
+    row; a rarer one only the entries its tokens will read, where the pass knows them
+    already: columns ``[c_lo, c_hi)`` and 0-1 of its rows of ``tw`` (pass 3: the doc
+    proposals, the topics before and after pass 2), none for an empty range (pass 1, which
+    requests each word's entries itself once it has gathered its topics).
     """
     if w >= n_wk.shape[0]:
         return
-    n_lines = (n_wk.shape[1] + 15) // 16
-    if (word_ptr[w + 1] - word_ptr[w]) * (1 + m_steps) * 2 < n_lines:
-        return
+    lo = word_ptr[w]
+    hi = word_ptr[w + 1]
     row = n_wk[w]
+    n_lines = (n_wk.shape[1] + 15) // 16
+    if (hi - lo) * (1 + m_steps) * 2 < n_lines:
+        for j in range(lo, hi):
+            for c in range(c_lo, c_hi):
+                prefetch(row, tw[j, c])
+            if c_hi > c_lo:  # and pass 3's topics before and after pass 2
+                prefetch(row, tw[j, 0])
+                prefetch(row, tw[j, 1])
+        return
     for c in range(0, n_wk.shape[1], 16):
         prefetch(row, c)
 
@@ -160,8 +172,9 @@ def _pass_word_proposals(b_lo, b_hi, wblocks, word_ptr, perm, z, n_wk, tw, gw, b
             if lo == hi:
                 continue
             if not local_only:
-                _prefetch_row(n_wk, word_ptr, w + 1, m_steps)
+                _prefetch_row(n_wk, word_ptr, w + 1, m_steps, tw, 0, 0)
             n_w = hi - lo
+            row = n_wk[w]
             # (the only gather of z: passes 2 and 3 then stream, or touch one row of tw)
             for j in range(lo, hi):
                 if j + AHEAD < n_tokens:
@@ -170,11 +183,9 @@ def _pass_word_proposals(b_lo, b_hi, wblocks, word_ptr, perm, z, n_wk, tw, gw, b
                 tw[j, 0] = t
                 if not local_only:
                     hist[t] += 1
+                    prefetch(row, t)
             mass = n_w + k_beta
             for j in range(lo, hi):
-                s0 = np.int64(tw[j, 0])
-                if not local_only:
-                    gw[j, 0] = (n_wk[w, s0] - 1 + beta) / (hist[s0] - 1 + beta)
                 for m in range(m_steps):
                     state, u = _next_float(state)
                     u *= mass
@@ -188,9 +199,16 @@ def _pass_word_proposals(b_lo, b_hi, wblocks, word_ptr, perm, z, n_wk, tw, gw, b
                         if t >= n_topics:
                             t = n_topics - 1
                     tw[j, c_wp + m] = t
-                    if not local_only:
+                    if not local_only:  # the entries G reads below, all requested at once
+                        prefetch(row, t)
+            if not local_only:
+                for j in range(lo, hi):
+                    s0 = np.int64(tw[j, 0])
+                    gw[j, 0] = (row[s0] - 1 + beta) / (hist[s0] - 1 + beta)
+                    for m in range(m_steps):
+                        t = np.int64(tw[j, c_wp + m])
                         sub = 1 if t == s0 else 0
-                        gw[j, 1 + m] = (n_wk[w, t] - sub + beta) / (hist[t] - sub + beta)
+                        gw[j, 1 + m] = (row[t] - sub + beta) / (hist[t] - sub + beta)
             if not local_only:
                 for j in range(lo, hi):
                     hist[tw[j, 0]] = 0
@@ -310,15 +328,16 @@ def _pass_word_accept(b_lo, b_hi, wblocks, word_ptr, perm, z, tw, n_wk, n_k, coe
             if lo == hi:
                 continue
             if not local_only:
-                _prefetch_row(n_wk, word_ptr, w + 1, m_steps)
+                _prefetch_row(n_wk, word_ptr, w + 1, m_steps, tw, c_dp, c_dp + m_steps)
             # column 0 holds the topics of pass 1 (what n_wk counts), column 1 the current
+            row = n_wk[w]
             for j in range(lo, hi):
                 t = tw[j, 1]
                 if local_only:
                     hist[t] += 1
                 elif t != tw[j, 0]:
-                    n_wk[w, tw[j, 0]] -= 1
-                    n_wk[w, t] += 1
+                    row[tw[j, 0]] -= 1
+                    row[t] += 1
             for j in range(lo, hi):
                 if j + AHEAD < n_tokens:  # where a move a few tokens ahead would write z
                     prefetch_write(z, perm[j + AHEAD])
