@@ -1,7 +1,8 @@
 """warplda alone (no Dask): a sweep on 1 and on several threads, and the time of each pass.
 
 Two measurements on the Debian corpus (ingested once into ``runs/bench``, as
-``bench_samplers.py`` does), from random topics, ``--topics`` K:
+``bench_samplers.py`` does) or on ``--corpus`` (a corpus.zarr), from random topics,
+``--topics`` K:
 
 * **threads**: the whole corpus as one shard, swept ``--sweeps`` times on 1, 2, ... threads
   (``sweep(..., pool=, n_threads=)``), thread counts alternating, ``--rounds`` times; wall
@@ -13,6 +14,7 @@ Two measurements on the Debian corpus (ingested once into ``runs/bench``, as
 Usage (from the repository root, about a minute)::
 
     .venv/bin/python pipelines/bench_warplda_threads.py --topics 1000 --threads 1 2
+    .venv/bin/python pipelines/bench_warplda_threads.py --corpus runs/synth20m.zarr --skip-threads
 """
 
 from __future__ import annotations
@@ -103,23 +105,42 @@ def main() -> None:
     ap.add_argument("--sweeps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cache", default="runs/bench")
+    ap.add_argument("--corpus", default=None,
+                    help="a corpus.zarr to sweep instead of Debian (e.g. a synth corpus)")
+    ap.add_argument("--skip-threads", action="store_true",
+                    help="only the passes (one shard against a shared table)")
     args = ap.parse_args()
-    tokens, doc_ptr, _ = load_corpus(CORPUS_SRC, Path(args.cache))
+    if args.corpus:
+        from biglda.corpus.store import Corpus
+
+        corpus = Corpus.open(args.corpus)
+        tokens = np.ascontiguousarray(corpus.read_tokens(0, corpus.n_tokens), dtype=np.int32)
+        doc_ptr = np.ascontiguousarray(corpus.doc_ptr, dtype=np.int64)
+        name = Path(args.corpus).name
+    else:
+        tokens, doc_ptr, _ = load_corpus(CORPUS_SRC, Path(args.cache))
+        name = "Debian"
     n_words = int(tokens.max()) + 1
-    got = threads(tokens, doc_ptr, n_words, args.topics, args.threads, args.sweeps, args.rounds)
-    print(f"Debian, {len(tokens):,} tokens, one shard, K = {args.topics}: wall M tokens/s "
-          f"(median of sweeps 3-{args.sweeps}), per round\n")
-    print("| threads | M tokens/s | vs 1 thread |\n|---|---|---|")
-    base = statistics.median(got[args.threads[0]])
-    for t, rates in got.items():
-        print(f"| {t} | {', '.join(f'{r:.2f}' for r in rates)} | "
-              f"{statistics.median(rates) / base:.2f}x |")
+    if not args.skip_threads:
+        thread_table(tokens, doc_ptr, n_words, name, args)
     print(f"\nHalf the documents ({doc_ptr[(len(doc_ptr) - 1) // 2]:,} tokens), ms per sweep "
           "(mean of sweeps 4-8):\n")
     print("| table | M tokens/s | pass 1 ms | pass 2 ms | pass 3 ms |\n|---|---|---|---|---|")
     for mode, r in passes(tokens, doc_ptr, n_words, args.topics).items():
         print(f"| {mode} | {r['Mtok/s']:.2f} | {r['pass 1 ms']:.1f} | {r['pass 2 ms']:.1f} | "
               f"{r['pass 3 ms']:.1f} |")
+
+
+def thread_table(tokens, doc_ptr, n_words, name, args) -> None:
+    """Print the threads table: M tokens/s per thread count and round."""
+    got = threads(tokens, doc_ptr, n_words, args.topics, args.threads, args.sweeps, args.rounds)
+    print(f"{name}, {len(tokens):,} tokens, one shard, K = {args.topics}: wall M tokens/s "
+          f"(median of sweeps 3-{args.sweeps}), per round\n")
+    print("| threads | M tokens/s | vs 1 thread |\n|---|---|---|")
+    base = statistics.median(got[args.threads[0]])
+    for t, rates in got.items():
+        print(f"| {t} | {', '.join(f'{r:.2f}' for r in rates)} | "
+              f"{statistics.median(rates) / base:.2f}x |")
 
 
 if __name__ == "__main__":
