@@ -63,8 +63,8 @@ class ShardCache:
         self.bytes_pushed = 0
         self.members: tuple[int, ...] = ()  # other shards this cache reads for (ProcessCache)
         # global id -> row, where the vocabulary is dense enough for a table of all ids up to
-        # its largest: a gather instead of a binary search per pulled entry (4.6 M entries:
-        # 8 ms against 59 ms)
+        # its largest: a gather instead of a binary search per pulled entry (pipelines/
+        # README.md, "Prefetching the entries a word's tokens read")
         top = int(self.vocab[-1]) + 1 if len(self.vocab) else 0
         self._rows: np.ndarray | None = None
         if top <= LUT_SPARSITY * max(1, len(self.vocab)):

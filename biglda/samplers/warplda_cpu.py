@@ -95,9 +95,8 @@ AHEAD = 16  # how many tokens ahead the kernel prefetches what it will gather
 #: tokens a block costs a stream seed (ns) and gives 16 threads ~9 blocks each on 2.4 M tokens.
 BLOCK_TOKENS = 1 << 14
 #: Runs of blocks per thread in a sweep on several threads (taken one at a time). A pass
-#: ends when its last run does, so the other threads wait ~half a run: 32 runs a thread took
-#: 3% off the kernel's wall time against 4 on 2 threads (20 M tokens, K = 1000; a run costs
-#: a kernel call, ~20 µs).
+#: ends when its last run does, so the other threads wait ~half a run; a run costs one kernel
+#: call. 32 against 4: pipelines/README.md, "Prefetching the entries a word's tokens read".
 PARTS_PER_THREAD = 32
 
 # stream tags of the three passes (the high bits; the block number is the low bits)
