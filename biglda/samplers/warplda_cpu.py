@@ -349,8 +349,8 @@ def _pass_word_accept(b_lo, b_hi, wblocks, word_ptr, perm, z, tw, n_wk, n_k, coe
                     hist[s] -= 1
                     p_s = (hist[s] + beta) / (n_k[s] - 1 + v_beta)
                 else:
-                    n_wk[w, s] -= 1
-                    p_s = (n_wk[w, s] + beta) / (n_k[s] - 1 + v_beta)
+                    row[s] -= 1
+                    p_s = (row[s] + beta) / (n_k[s] - 1 + v_beta)
                 for m in range(m_steps):
                     t = np.int64(tw[j, c_dp + m])
                     n_propose += 1
@@ -358,7 +358,7 @@ def _pass_word_accept(b_lo, b_hi, wblocks, word_ptr, perm, z, tw, n_wk, n_k, coe
                         n_accept += 1
                         continue
                     c_t = 1.0 / (n_k[t] - 1 + v_beta) if t == s1 else coef[t]
-                    row_t = hist[t] if local_only else n_wk[w, t]
+                    row_t = hist[t] if local_only else row[t]
                     p_t = (row_t + beta) * c_t
                     state, u = _next_float(state)
                     if u * p_s < p_t:
@@ -368,7 +368,7 @@ def _pass_word_accept(b_lo, b_hi, wblocks, word_ptr, perm, z, tw, n_wk, n_k, coe
                 if local_only:
                     hist[s] += 1
                 else:
-                    n_wk[w, s] += 1
+                    row[s] += 1
                 if s != s1:
                     tw[j, 1] = s
                     z[perm[j]] = s
@@ -383,8 +383,8 @@ def _pass_word_accept(b_lo, b_hi, wblocks, word_ptr, perm, z, tw, n_wk, n_k, coe
                 t0 = np.int64(tw[j, 0])
                 if t != t0:
                     if local_only:
-                        n_wk[w, t0] -= 1
-                        n_wk[w, t] += 1
+                        row[t0] -= 1
+                        row[t] += 1
                     acc[t0] -= 1
                     acc[t] += 1
                     if seen[t0] != w:
