@@ -109,6 +109,8 @@ def main() -> None:
                     help="a corpus.zarr to sweep instead of Debian (e.g. a synth corpus)")
     ap.add_argument("--skip-threads", action="store_true",
                     help="only the passes (one shard against a shared table)")
+    ap.add_argument("--skip-passes", action="store_true",
+                    help="only the threads table")
     args = ap.parse_args()
     if args.corpus:
         from biglda.corpus.store import Corpus
@@ -123,6 +125,8 @@ def main() -> None:
     n_words = int(tokens.max()) + 1
     if not args.skip_threads:
         thread_table(tokens, doc_ptr, n_words, name, args)
+    if args.skip_passes:
+        return
     print(f"\nHalf the documents ({doc_ptr[(len(doc_ptr) - 1) // 2]:,} tokens), ms per sweep "
           "(mean of sweeps 4-8):\n")
     print("| table | M tokens/s | pass 1 ms | pass 2 ms | pass 3 ms |\n|---|---|---|---|---|")

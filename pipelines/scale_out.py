@@ -149,11 +149,14 @@ def main(argv: list[str] | None = None) -> int:
             runs[name].append(measure(args.corpus, args.out, name, args, n_tokens))
             print(f"{name}: {runs[name][-1]['tokens_per_s'] / 1e6:.2f} M tokens/s "
                   f"({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+            # Written after every run, so a benchmark stopped at a time limit keeps what it
+            # measured (the device machine's calls are time-boxed).
+            with open(os.path.join(args.out, "scale_out.json"), "w") as f:
+                json.dump({"n_tokens": n_tokens, "topics": args.topics,
+                           "sampler": args.sampler, "iterations": args.iterations,
+                           "runs": {n: r for n, r in runs.items() if r}}, f, indent=1)
     res = {name: min(rs, key=lambda r: abs(r["tokens_per_s"] - statistics.median(
         x["tokens_per_s"] for x in rs))) for name, rs in runs.items()}
-    with open(os.path.join(args.out, "scale_out.json"), "w") as f:
-        json.dump({"n_tokens": n_tokens, "topics": args.topics, "sampler": args.sampler,
-                   "iterations": args.iterations, "runs": runs}, f, indent=1)
     print("\n".join(report(res, runs)))
     return 0
 

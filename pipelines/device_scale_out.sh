@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 15's 16-core measurement, as one command for the device machine (16 CPU cores; its GPU
+# is not used). The machine lacks Dask, Zarr and Bokeh: first, here, from the project root,
+#
+#     bash ../shared/device/wheels.sh          # fetches them into .whl/ (git-ignored)
+#
+# then run, through the device tool, with carry [".whl"]:
+#
+#     bash pipelines/device_scale_out.sh
+#
+# It draws the 20 M-token synthetic corpus of the issue (V = 50,000; 8 s), sweeps it with
+# warplda alone on 1, 2, 4, 8 and 16 threads (no Dask: what the kernel does), then runs
+# pipelines/scale_out.py at K = 1,000 on 1 process x 1..16 threads, 2..16 single-thread
+# processes and two mixed layouts. What it prints and the JSON land in $OUT (or
+# runs/device_scale_out where $OUT is unset, to try it on a small machine with LAYOUTS and
+# THREADS narrowed), and where there is a GPU its sampler tests. Figures go to pipelines/README.md ("16 cores").
+set -uo pipefail
+out=${OUT:-runs/device_scale_out}
+work=${WORK:-/tmp/biglda_device}
+py=${PYTHON:-python3}
+layouts=${LAYOUTS:-1x1,1x16,1x2,1x4,1x8,16x1,2x1,4x1,8x1,2x8,4x4}
+threads=${THREADS:-1 2 4 8 16}
+mkdir -p "$out" "$work"
+if [ -d .whl ] && [ -z "${NO_WHEELS:-}" ]; then
+  $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || { echo "wheel install failed" >&2; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONUNBUFFERED=1
+{
+  date -u; nproc; lscpu | grep -E 'Model name|^CPU\(s\)|Socket|Core|Thread|NUMA node|L3'
+  free -g | head -2
+  $py -c 'import numpy, numba, dask, distributed, zarr; print("numpy", numpy.__version__,
+"numba", numba.__version__, "dask", dask.__version__, "zarr", zarr.__version__)'
+  git log -1 --format='commit %H' 2>/dev/null || true
+} 2>&1 | tee "$out/machine.txt"
+corpus=$work/synth20m.zarr
+[ -d "$corpus" ] || $py -m biglda.cli datasets synth --docs "${DOCS:-100000}" --vocab 50000 \
+  --topics 200 --doc-length 200 --seed 0 --out "$corpus" 2>&1 | tee "$out/corpus.txt"
+# shellcheck disable=SC2086
+$py pipelines/bench_warplda_threads.py --corpus "$corpus" --topics 1000 --threads $threads \
+  --sweeps 8 --rounds 1 --skip-passes 2>&1 | tee "$out/threads.txt"
+$py pipelines/scale_out.py --corpus "$corpus" --out "$work/so" --sampler warplda --topics 1000 \
+  --iterations 8 --skip 2 --layouts "$layouts" 2>&1 | tee "$out/scale_out.txt"
+cp "$work/so/scale_out.json" "$out/" 2>/dev/null || true
+# Where there is a GPU, its sampler cases too (they fail, rather than skip, under
+# BIGLDA_REQUIRE_GPU=1): a check of the GPU kernels on the same lease.
+if command -v nvidia-smi >/dev/null && [ -z "${NO_GPU_TESTS:-}" ]; then
+  BIGLDA_REQUIRE_GPU=1 timeout "${GPU_TESTS_S:-150}" $py -m pytest -m gpu -q -p no:cacheprovider \
+    tests/samplers 2>&1 | tail -15 | tee "$out/gpu_tests.txt"
+fi
