@@ -87,8 +87,14 @@ def _need(arr, name: str, dtypes: tuple, ndim: int, writable: bool = False) -> N
         raise ValueError(f"{name} must be writable (it is updated in place)")
 
 
-def check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -> np.ndarray:
-    """Validate the arguments of :meth:`Sampler.sweep`; returns alpha as float64 [K]."""
+def check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
+                     scan: bool = True) -> np.ndarray:
+    """Validate the arguments of :meth:`Sampler.sweep`; returns alpha as float64 [K].
+
+    ``scan=False`` leaves out the two checks that read every token (word ids in range, topics
+    in range): a sampler that does them itself on its threads (warplda) says so, and must
+    raise what :func:`token_errors` gives before it changes anything.
+    """
     _need(tokens, "tokens", (np.dtype(np.int32),), 1)
     _need(doc_ptr, "doc_ptr", (np.dtype(np.int64),), 1)
     _need(z, "z", (np.dtype(np.uint16), np.dtype(np.int32)), 1, writable=True)
@@ -105,14 +111,22 @@ def check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -
         raise ValueError("doc_ptr must start at 0 and end at len(tokens)")
     if doc_ptr.shape[0] > 1 and np.any(np.diff(doc_ptr) < 0):
         raise ValueError("doc_ptr must be non-decreasing")
-    if tokens.shape[0] and (int(tokens.min()) < 0 or int(tokens.max()) >= n_rows):
-        raise ValueError(f"tokens must be local word ids in [0, {n_rows})")
+    if scan and tokens.shape[0] and (int(tokens.min()) < 0 or int(tokens.max()) >= n_rows):
+        raise token_errors(z, n_rows, n_topics, 0, -1)
     if z.dtype == np.uint16 and n_topics > 65536:
         raise ValueError(f"uint16 z cannot hold {n_topics} topics; use int32")
-    bad = _check_z(z, n_topics)
-    if bad >= 0:
-        raise ValueError(f"z[{bad}] = {z[bad]} is not a topic in [0, {n_topics})")
+    if scan:
+        bad = _check_z(z, n_topics)
+        if bad >= 0:
+            raise token_errors(z, n_rows, n_topics, -1, bad)
     return check_sweep_settings(alpha, beta, n_words, key, n_rows, n_topics)
+
+
+def token_errors(z, n_rows: int, n_topics: int, bad_token: int, bad_z: int) -> ValueError:
+    """Return the error of a word id out of range (``bad_token >= 0``), else of ``z[bad_z]``."""
+    if bad_token >= 0:
+        return ValueError(f"tokens must be local word ids in [0, {n_rows})")
+    return ValueError(f"z[{bad_z}] = {z[bad_z]} is not a topic in [0, {n_topics})")
 
 
 def check_sweep_settings(alpha, beta, n_words, key, n_rows: int, n_topics: int) -> np.ndarray:
