@@ -78,6 +78,7 @@ def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_toke
             "kernel_cpu_us_per_token": 1e6 * kernel_cpu / n_tokens,
             "other_cpu_us_per_token": 1e6 * max(0.0, proc_cpu - kernel_cpu) / n_tokens,
             "pull_s": med("pull_s"), "push_s": med("push_s"), "kernel_s": med("kernel_s"),
+            "clock_s": med("clock_s"), "ll_s": med("ll_s"), "wait_s": med("wait_s"),
             "ll_per_token": [float(r["ll_per_token"]) for r in records], "wall_s": wall}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numba
 import numpy as np
@@ -40,6 +41,86 @@ def _add_coo(table, rows, topics, counts):  # pragma: no cover - jit
     """table[rows[i], topics[i]] += counts[i] for every i (repeats allowed); table [R, K] int32."""
     for i in range(rows.shape[0]):
         table[rows[i], topics[i]] += counts[i]
+
+
+@numba.njit(nogil=True, cache=True)
+def _take_ids(ids, idx):  # pragma: no cover - jit
+    """``ids[idx]`` as int32, without the copy of ``idx`` to intp a NumPy gather makes."""
+    out = np.empty(idx.shape[0], dtype=np.int32)
+    for i in range(idx.shape[0]):
+        out[i] = ids[idx[i]]
+    return out
+
+
+def take_ids(ids: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Return ``ids[idx]`` as int32 (word ids of a delta; ``idx`` int32 or int64, in range).
+
+    >>> take_ids(np.array([5, 7, 9], dtype=np.int32), np.array([2, 0], dtype=np.int32))
+    array([9, 5], dtype=int32)
+    """
+    idx = np.asarray(idx)
+    if idx.dtype not in (np.int32, np.int64):
+        idx = idx.astype(np.int64)
+    if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= len(ids)):
+        raise IndexError(f"ids out of range [0, {len(ids)})")
+    return _take_ids(ids, idx)
+
+
+@numba.njit(nogil=True, cache=True)
+def _first_outside(words, lo, hi):  # pragma: no cover - jit
+    """Index of the first word id outside ``[lo, hi)``, or -1: one read."""
+    for i in range(words.shape[0]):
+        if words[i] < lo or words[i] >= hi:
+            return i
+    return -1
+
+
+def first_outside(words: np.ndarray, lo: int, hi: int) -> int:
+    """Return the index of the first of ``words`` outside ``[lo, hi)``, or -1.
+
+    >>> first_outside(np.array([3, 4, 9]), 3, 5)
+    2
+    """
+    return int(_first_outside(np.asarray(words), lo, hi)) if len(words) else -1
+
+
+@numba.njit(nogil=True, cache=True)
+def _first_decrease(rows, lo, hi):  # pragma: no cover - jit
+    """Index of the first entry of ``rows[lo:hi]`` below the one before it, or -1."""
+    for i in range(lo + 1, hi):
+        if rows[i] < rows[i - 1]:
+            return i
+    return -1
+
+
+def row_chunks(rows: np.ndarray, size: int, run: Any) -> np.ndarray | None:
+    """Cut a delta sorted by row into chunks of about ``size`` entries, no row in two.
+
+    ``run(f, n)`` maps ``f`` over ``range(n)`` (on threads). Returns the chunk boundaries
+    (int64, from 0 to ``len(rows)``), or None if ``rows`` are not sorted (checked chunk by
+    chunk, each with the entry before it, on the threads). The cuts depend on ``rows`` and
+    ``size`` only, not on the threads.
+
+    >>> row_chunks(np.array([0, 0, 1, 1, 1, 2, 3], dtype=np.int32), 2,
+    ...            lambda f, n: list(map(f, range(n)))).tolist()
+    [0, 2, 5, 6, 7]
+    >>> row_chunks(np.array([1, 0], dtype=np.int32), 1, lambda f, n: list(map(f, range(n))))
+    """
+    n = len(rows)
+    starts = np.arange(0, n, size, dtype=np.int64)
+    bad = run(lambda i: _first_decrease(rows, max(0, starts[i] - 1), min(n, starts[i] + size)),
+              len(starts))
+    if any(b >= 0 for b in bad):
+        return None
+    cuts = [0]
+    for s in starts[1:]:
+        s = int(s)
+        while s < n and rows[s] == rows[s - 1]:  # (a row longer than a chunk: rare, short)
+            s += 1
+        if s > cuts[-1] and s < n:
+            cuts.append(s)
+    cuts.append(n)
+    return np.asarray(cuts, dtype=np.int64)
 
 
 def lgamma_table(beta: float, size: int = 1 << 16) -> np.ndarray:

@@ -47,6 +47,8 @@ driver reach it through :class:`biglda.ps.client.TableClient`.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,9 +57,11 @@ import numpy as np
 from biglda.ps._kernels import (
     add_coo,
     apply_delta_ll,
+    first_outside,
     fold,
     gather,
     lgamma_table,
+    row_chunks,
     subtract_sorted,
     sum_sorted,
     top_rows,
@@ -92,6 +96,33 @@ class FoldedClock:
     counts: np.ndarray
     rows: np.ndarray
     dk: np.ndarray
+
+
+#: A push of at least this many entries is applied in chunks of :data:`APPLY_CHUNK` entries
+#: (whole rows) on the worker process's threads, see :meth:`TableShard._apply`.
+PARALLEL_APPLY_ENTRIES = 1 << 20
+APPLY_CHUNK = 1 << 17
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _apply_pool() -> ThreadPoolExecutor | None:
+    """Return a pool of as many threads as this Dask worker has; None outside one or on 1.
+
+    (The worker's threads sample; while a push is applied, its sampling has ended.)
+    """
+    try:
+        from distributed import get_worker
+
+        n = int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if n <= 1:
+        return None
+    with _POOLS_LOCK:
+        if n not in _POOLS:
+            _POOLS[n] = ThreadPoolExecutor(n, thread_name_prefix="biglda-apply")
+        return _POOLS[n]
 
 
 class TableShard:
@@ -173,14 +204,17 @@ class TableShard:
             self.n_ignored += 1
             return False
         words = np.asarray(words)
-        if len(words) and (words.min() < self.row_start or words.max() >= self.row_stop):
+        if first_outside(words, self.row_start, self.row_stop) >= 0:
             raise ValueError(f"push to table shard {self.index} has word ids outside "
                              f"[{self.row_start}, {self.row_stop})")
-        rows = (words - self.row_start).astype(np.int32, copy=False)
+        # the rows are the ids themselves on the first table shard (no copy: the log keeps
+        # the caller's array, which it does not change, see biglda.ps.calls)
+        rows = (words if self.row_start == 0 and words.dtype == np.int32
+                else (words - self.row_start).astype(np.int32))
         topics = np.asarray(topics).astype(np.int32, copy=False)
         counts = np.asarray(counts).astype(np.int32, copy=False)
         dk = np.zeros(self.n_topics, dtype=np.int64)
-        self.row_ll += apply_delta_ll(self.n_wk, rows, topics, counts, self.beta, self._lg, dk)
+        self.row_ll += self._apply(rows, topics, counts, dk)
         self.n_k += dk
         self.applied[shard] = clock
         self.n_pushes += 1
@@ -195,6 +229,35 @@ class TableShard:
             self._snap_clock = low
             self._snapshots[low] = self._state_after(low)
         return True
+
+    def _apply(self, rows: np.ndarray, topics: np.ndarray, counts: np.ndarray,
+               dk: np.ndarray) -> float:
+        """Apply a pushed delta to the rows and ``dk``; return the change of ``row_ll``.
+
+        A large delta sorted by row (a sweep's) goes in chunks of whole rows, on the worker
+        process's threads: at 8 M entries the apply was ~25 ms on one thread, the largest
+        serial step of a clock on 16 (pipelines/README.md, "16 cores"). The chunks and the
+        order of the sum depend on the delta only, so the table is the same on any threads.
+        """
+        args = (self.beta, self._lg)
+        if len(rows) < PARALLEL_APPLY_ENTRIES:
+            return apply_delta_ll(self.n_wk, rows, topics, counts, *args, dk)
+        pool = _apply_pool()
+        run = (lambda f, n: list(map(f, range(n)))) if pool is None else (
+            lambda f, n: list(pool.map(f, range(n))))
+        cuts = row_chunks(rows, APPLY_CHUNK, run)
+        if cuts is None:
+            return apply_delta_ll(self.n_wk, rows, topics, counts, *args, dk)
+        dks = np.zeros((len(cuts) - 1, self.n_topics), dtype=np.int64)
+
+        def chunk(i: int) -> float:
+            a, b = cuts[i], cuts[i + 1]
+            return apply_delta_ll(self.n_wk, rows[a:b], topics[a:b], counts[a:b], *args,
+                                  dks[i])
+
+        lls = run(chunk, len(cuts) - 1)
+        dk += dks.sum(axis=0)
+        return float(sum(lls))  # in chunk order
 
     def _fold(self, clock: int) -> FoldedClock:
         """``D_c`` of a complete clock, summed once.

@@ -1,0 +1,66 @@
+"""A large push is applied in chunks of whole rows on threads: the same table as one apply."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import biglda.ps.table as table_mod
+from biglda.ps._kernels import apply_delta_ll, lgamma_table, row_chunks
+from biglda.ps.table import TableShard
+
+
+def _delta(rng, n_rows, n_topics, n, sort=True):
+    rows = rng.integers(0, n_rows, n).astype(np.int32)
+    topics = rng.integers(0, n_topics, n).astype(np.int32)
+    if sort:
+        order = np.lexsort((topics, rows))
+        rows, topics = rows[order], topics[order]
+    return rows, topics, rng.integers(1, 4, n).astype(np.int32)
+
+
+@pytest.mark.parametrize("sort", [True, False])
+@pytest.mark.parametrize("threads", [None, 3])
+def test_chunked_push_equals_one_apply(monkeypatch, sort, threads):
+    # chunks of 64 entries (whole rows) from 300 entries on: the table, n_k and row_ll of
+    # the chunked apply are those of one serial apply, on 3 threads or on this one; an
+    # unsorted delta takes the serial path
+    monkeypatch.setattr(table_mod, "PARALLEL_APPLY_ENTRIES", 300)
+    monkeypatch.setattr(table_mod, "APPLY_CHUNK", 64)
+    pool = ThreadPoolExecutor(threads) if threads else None
+    monkeypatch.setattr(table_mod, "_apply_pool", lambda: pool)
+    rng = np.random.default_rng(0)
+    n_rows, n_topics = 40, 7
+    ts = TableShard(0, 0, n_rows, n_topics, n_shards=1, beta=0.1)
+    ref = np.zeros((n_rows, n_topics), dtype=np.int32)
+    ref_k = np.zeros(n_topics, dtype=np.int64)
+    ref_ll = 0.0
+    for clock in range(3):
+        rows, topics, counts = _delta(rng, n_rows, n_topics, 2000, sort)
+        assert ts.push(0, clock, rows, topics, counts)
+        ref_ll += apply_delta_ll(ref, rows, topics, counts, 0.1, lgamma_table(0.1), ref_k)
+    np.testing.assert_array_equal(ts.n_wk, ref)
+    np.testing.assert_array_equal(ts.n_k, ref_k)
+    assert ts.row_ll == pytest.approx(ref_ll, rel=1e-12)
+    if pool is not None:
+        pool.shutdown()
+
+
+def test_row_chunks_keep_rows_whole_and_refuse_unsorted():
+    rng = np.random.default_rng(1)
+    rows = np.sort(rng.integers(0, 50, 5000)).astype(np.int32)
+    serial = lambda f, n: [f(i) for i in range(n)]  # noqa: E731
+    cuts = row_chunks(rows, 100, serial)
+    assert cuts[0] == 0 and cuts[-1] == len(rows) and np.all(np.diff(cuts) > 0)
+    assert all(rows[c] != rows[c - 1] for c in cuts[1:-1])  # no row in two chunks
+    with ThreadPoolExecutor(4) as pool:
+        assert np.array_equal(cuts, row_chunks(rows, 100, lambda f, n: list(pool.map(f, range(n)))))
+    bad = rows.copy()
+    bad[2500], bad[2501] = 49, 0  # one descent, inside a chunk
+    assert row_chunks(bad, 100, serial) is None
+    edge = rows.copy()
+    edge[99], edge[100] = 10, 5  # a descent at a chunk's first entry (rows[99] is ~1)
+    assert edge[98] <= 10
+    assert row_chunks(edge, 100, serial) is None
