@@ -32,11 +32,10 @@ export PYTHONUNBUFFERED=1
   free -g | head -2
   $py -c 'import numpy, numba, dask, distributed, zarr; print("numpy", numpy.__version__,
 "numba", numba.__version__, "dask", dask.__version__, "zarr", zarr.__version__)'
-  git log -1 --format='commit %H' 2>/dev/null || true
 } 2>&1 | tee "$out/machine.txt"
 corpus=$work/synth20m.zarr
 [ -d "$corpus" ] || $py -m biglda.cli datasets synth --docs "${DOCS:-100000}" --vocab 50000 \
-  --topics 200 --doc-length 200 --seed 0 --out "$corpus" 2>&1 | tee "$out/corpus.txt"
+  --topics 200 --doc-length 200 --seed 0 --out "$corpus" 2>&1 | tee -a "$out/machine.txt"
 # shellcheck disable=SC2086
 $py pipelines/bench_warplda_threads.py --corpus "$corpus" --topics 1000 --threads $threads \
   --sweeps 8 --rounds 1 --skip-passes 2>&1 | tee "$out/threads.txt"
@@ -47,5 +46,6 @@ cp "$work/so/scale_out.json" "$out/" 2>/dev/null || true
 # BIGLDA_REQUIRE_GPU=1): a check of the GPU kernels on the same lease.
 if command -v nvidia-smi >/dev/null && [ -z "${NO_GPU_TESTS:-}" ]; then
   BIGLDA_REQUIRE_GPU=1 timeout "${GPU_TESTS_S:-150}" $py -m pytest -m gpu -q -p no:cacheprovider \
-    tests/samplers 2>&1 | tail -15 | tee "$out/gpu_tests.txt"
+    -rfE --tb=short tests/samplers > "$out/gpu_tests.txt" 2>&1
+  tail -40 "$out/gpu_tests.txt"
 fi
