@@ -11,9 +11,11 @@
 # It draws the 20 M-token synthetic corpus of the issue (V = 50,000; 8 s), sweeps it with
 # warplda alone on 1, 2, 4, 8 and 16 threads (no Dask: what the kernel does), then runs
 # pipelines/scale_out.py at K = 1,000 on 1 process x 1..16 threads, 2..16 single-thread
-# processes and two mixed layouts. What it prints and the JSON land in $OUT (or
+# processes and two mixed layouts (about 4 minutes), and where there is a GPU its sampler
+# tests (up to GPU_TESTS_S = 240 s). What it prints and the JSON land in $OUT (or
 # runs/device_scale_out where $OUT is unset, to try it on a small machine with LAYOUTS and
-# THREADS narrowed), and where there is a GPU its sampler tests. Figures go to pipelines/README.md ("16 cores").
+# THREADS narrowed). Figures go to pipelines/README.md ("16 cores"). Other settings:
+# LAYOUTS, THREADS, ROUNDS, BASELINE (below), DOCS, NO_GPU_TESTS, PYTHON, WORK.
 set -uo pipefail
 out=${OUT:-runs/device_scale_out}
 work=${WORK:-/tmp/biglda_device}
@@ -39,13 +41,29 @@ corpus=$work/synth20m.zarr
 # shellcheck disable=SC2086
 $py pipelines/bench_warplda_threads.py --corpus "$corpus" --topics 1000 --threads $threads \
   --sweeps 8 --rounds 1 --skip-passes 2>&1 | tee "$out/threads.txt"
-$py pipelines/scale_out.py --corpus "$corpus" --out "$work/so" --sampler warplda --topics 1000 \
-  --iterations 8 --skip 2 --layouts "$layouts" 2>&1 | tee "$out/scale_out.txt"
-cp "$work/so/scale_out.json" "$out/" 2>/dev/null || true
+# With BASELINE (a folder holding another commit's biglda/, carried beside .whl: e.g.
+# `mkdir -p .baseline && git archive REV biglda | tar -x -C .baseline`, with /.baseline/ in
+# .git/info/exclude), each round runs the layouts on this checkout, then on the baseline:
+# the machine's speed changes between leases, so a change is measured against its baseline
+# in one call.
+for round in $(seq "${ROUNDS:-1}"); do
+  $py pipelines/scale_out.py --corpus "$corpus" --out "$work/so$round" --sampler warplda \
+    --topics 1000 --iterations 8 --skip 2 --layouts "$layouts" 2>&1 | tee -a "$out/scale_out.txt"
+  cp "$work/so$round/scale_out.json" "$out/scale_out$round.json" 2>/dev/null || true
+  if [ -n "${BASELINE:-}" ]; then
+    echo "== baseline $BASELINE, round $round" | tee -a "$out/scale_out_base.txt"
+    # from inside it: the Dask workers start with `python -m`, whose first import path is
+    # the working directory (a checkout's biglda/ there would shadow PYTHONPATH's)
+    (root=$PWD && cd "$BASELINE" && PYTHONPATH="$PWD:${PYTHONPATH:-}" $py \
+      "$root/pipelines/scale_out.py" --corpus "$corpus" --out "$work/base$round" \
+      --sampler warplda --topics 1000 --iterations 8 --skip 2 --layouts "$layouts") 2>&1 \
+      | tee -a "$out/scale_out_base.txt"
+  fi
+done
 # Where there is a GPU, its sampler cases too (they fail, rather than skip, under
 # BIGLDA_REQUIRE_GPU=1): a check of the GPU kernels on the same lease.
 if command -v nvidia-smi >/dev/null && [ -z "${NO_GPU_TESTS:-}" ]; then
-  BIGLDA_REQUIRE_GPU=1 timeout "${GPU_TESTS_S:-150}" $py -m pytest -m gpu -q -p no:cacheprovider \
+  BIGLDA_REQUIRE_GPU=1 timeout "${GPU_TESTS_S:-240}" $py -m pytest -m gpu -q -p no:cacheprovider \
     -rfE --tb=short tests/samplers > "$out/gpu_tests.txt" 2>&1
   tail -40 "$out/gpu_tests.txt"
 fi

@@ -138,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
     args = ap.parse_args(argv)
+    import biglda
     from biglda.corpus import Corpus
+
+    print(f"biglda from {os.path.dirname(biglda.__file__)}", file=sys.stderr, flush=True)
 
     n_tokens = Corpus.open(args.corpus).n_tokens
     layouts = [x for x in args.layouts.split(",") if x]
