@@ -45,11 +45,18 @@ def _add_coo(table, rows, topics, counts):  # pragma: no cover - jit
 
 @numba.njit(nogil=True, cache=True)
 def _take_ids(ids, idx):  # pragma: no cover - jit
-    """``ids[idx]`` as int32, without the copy of ``idx`` to intp a NumPy gather makes."""
+    """``(ids[idx] as int32, -1)``, or ``(partial, i)`` where ``idx[i]`` is out of range.
+
+    Without the copy of ``idx`` to intp a NumPy gather makes.
+    """
     out = np.empty(idx.shape[0], dtype=np.int32)
+    n = ids.shape[0]
     for i in range(idx.shape[0]):
-        out[i] = ids[idx[i]]
-    return out
+        j = idx[i]
+        if j < 0 or j >= n:
+            return out, i
+        out[i] = ids[j]
+    return out, -1
 
 
 def take_ids(ids: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -61,9 +68,10 @@ def take_ids(ids: np.ndarray, idx: np.ndarray) -> np.ndarray:
     idx = np.asarray(idx)
     if idx.dtype not in (np.int32, np.int64):
         idx = idx.astype(np.int64)
-    if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= len(ids)):
-        raise IndexError(f"ids out of range [0, {len(ids)})")
-    return _take_ids(ids, idx)
+    out, bad = _take_ids(ids, idx)
+    if bad >= 0:
+        raise IndexError(f"index {idx[bad]} out of range [0, {len(ids)})")
+    return out
 
 
 @numba.njit(nogil=True, cache=True)

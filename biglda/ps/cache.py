@@ -105,7 +105,7 @@ class ShardCache:
     def push(self, tables: TableClient, clock: int, words: np.ndarray, topics: np.ndarray,
              counts: np.ndarray, timeout: float, log: bool = True) -> int:
         """Push this clock's delta (local word ids): one call per table shard; return bytes sent."""
-        # (int32 local ids stay int32: a copy of 8 M ids to int64 and back cost ~30 ms a push)
+        # (int32 local ids stay int32: no copy of the delta's ids to int64 and back)
         words = np.asarray(words)
         if words.dtype != np.int32:
             words = words.astype(np.int64)

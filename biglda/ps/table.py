@@ -235,9 +235,9 @@ class TableShard:
         """Apply a pushed delta to the rows and ``dk``; return the change of ``row_ll``.
 
         A large delta sorted by row (a sweep's) goes in chunks of whole rows, on the worker
-        process's threads: at 8 M entries the apply was ~25 ms on one thread, the largest
-        serial step of a clock on 16 (pipelines/README.md, "16 cores"). The chunks and the
-        order of the sum depend on the delta only, so the table is the same on any threads.
+        process's threads: on one thread the apply was among the largest serial steps of a
+        clock on 16 (pipelines/README.md, "16 cores"). The chunks and the order of the sum
+        depend on the delta only, so the table is the same on any threads.
         """
         args = (self.beta, self._lg)
         if len(rows) < PARALLEL_APPLY_ENTRIES:

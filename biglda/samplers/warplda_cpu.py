@@ -416,9 +416,9 @@ def _gather_part(b_lo, b_hi, wblocks, word_ptr, out_n, at, out_words, out_topics
     """Copy blocks ``[b_lo, b_hi)``'s COO deltas to ``at[b]`` on in the sweep's delta.
 
     One part of the gather (the parts run on the sweep's threads: the output arrays are
-    fresh pages, and faulting 12 bytes per entry in on one thread cost ~30 ms a sweep at
-    8 M entries); the blocks' deltas end up one after another, sorted by word as the
-    blocks are.
+    fresh pages, 12 bytes per entry to fault in, too many for one thread on 16; pipelines/
+    README.md, "16 cores"); the blocks' deltas end up one after another, sorted by word as
+    the blocks are.
     """
     for b in range(b_lo, b_hi):
         first = 2 * word_ptr[wblocks[b]]
@@ -435,10 +435,9 @@ def _scan_part(lo, hi, tokens, z, n_rows, n_topics, cached):
 
     The indexes are -1 where there is none; ``cached`` of another length: nothing to compare.
     The O(N) checks of :func:`check_sweep_args` and the test that a cached word order is
-    still that of ``tokens``, one part of them, so they run on the sweep's threads (~14 ms a
-    sweep on one thread at 20 M tokens). NumPy's reductions (they release the GIL) beat a
-    numba loop here: 11.7 ms on one thread at 20 M tokens against 27 ms (pipelines/README.md,
-    "16 cores").
+    still that of ``tokens``, one part of them, so they run on the sweep's threads. NumPy's
+    reductions (they release the GIL) measured faster than a numba loop here
+    (pipelines/README.md, "16 cores").
     """
     t, zz = tokens[lo:hi], z[lo:hi]
     bad_t = bad_z = -1

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import biglda.ps.table as table_mod
-from biglda.ps._kernels import apply_delta_ll, lgamma_table, row_chunks
+from biglda.ps._kernels import apply_delta_ll, first_outside, lgamma_table, row_chunks, take_ids
 from biglda.ps.table import TableShard
 
 
@@ -64,3 +64,22 @@ def test_row_chunks_keep_rows_whole_and_refuse_unsorted():
     edge[99], edge[100] = 10, 5  # a descent at a chunk's first entry (rows[99] is ~1)
     assert edge[98] <= 10
     assert row_chunks(edge, 100, serial) is None
+
+
+def test_take_ids_and_first_outside_against_numpy():
+    # the push path's id mapping and range check, against NumPy's gather and comparisons
+    rng = np.random.default_rng(2)
+    ids = np.sort(rng.choice(10_000, 500, replace=False)).astype(np.int32)
+    for dtype in (np.int32, np.int64):
+        idx = rng.integers(0, len(ids), 3000).astype(dtype)
+        got = take_ids(ids, idx)
+        assert got.dtype == np.int32 and np.array_equal(got, ids[idx])
+        bad = idx.copy()
+        bad[1234] = len(ids)
+        with pytest.raises(IndexError, match=f"index {len(ids)} out of range"):
+            take_ids(ids, bad)
+    words = ids[rng.integers(0, len(ids), 3000)]
+    assert first_outside(words, int(words.min()), int(words.max()) + 1) == -1
+    hi = int(words[77])  # the first word id >= hi is outside [0, hi)
+    assert first_outside(words, 0, hi) == int(np.flatnonzero(words >= hi)[0])
+    assert first_outside(words[:0], 0, 1) == -1
