@@ -116,6 +116,42 @@ def test_word_order_cache_follows_the_tokens():
         tokens[:] = rng.integers(0, 20, size=300)  # same buffer, new words
 
 
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_bad_tokens_and_topics_are_refused_before_anything_changes(n_threads):
+    # warplda checks word ids and topics in parts on its threads (not in check_sweep_args):
+    # the error names the first bad topic whichever part found it, and z and the table are
+    # untouched, also when the word order of these tokens was cached by an earlier sweep
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    doc_ptr = np.arange(0, 4001, 40, dtype=np.int64)
+    tokens = rng.integers(0, 50, size=4000).astype(np.int32)
+    sampler = get_sampler("warplda")
+    with ThreadPoolExecutor(2) as pool:
+        def sweep(tok, z, n_wk, n_k, it):
+            sampler.sweep(tok, doc_ptr, z, n_wk, n_k, 0.1, 0.1, 50, RandomKey(3, it),
+                          pool=pool, n_threads=n_threads)
+
+        z = init_z(len(tokens), 6, RandomKey(3, -1))
+        n_wk, n_k = count_from_z(tokens, doc_ptr, z, 50, 6)
+        sweep(tokens, z, n_wk, n_k, 1)  # caches the word order of `tokens`
+        before = [a.copy() for a in (z, n_wk, n_k)]
+        bad_z = z.copy()
+        bad_z[[3100, 2900]] = 6  # two bad topics: 2900 comes first
+        with pytest.raises(ValueError, match=r"z\[2900\] = 6 is not a topic in \[0, 6\)"):
+            sweep(tokens, bad_z, n_wk, n_k, 2)
+        bad_tokens = tokens.copy()
+        bad_tokens[3999] = 50
+        with pytest.raises(ValueError, match=r"tokens must be local word ids in \[0, 50\)"):
+            sweep(bad_tokens, z, n_wk, n_k, 2)
+        tokens[17] = -1  # in place: the cached order's array, now with a bad id
+        with pytest.raises(ValueError, match="tokens must be local word ids"):
+            sweep(tokens, z, n_wk, n_k, 2)
+        for a, b in zip((z, n_wk, n_k), before, strict=True):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(bad_z[[2900, 3100]], [6, 6])
+
+
 @pytest.mark.parametrize("one_shard", [True, False], ids=["one-shard", "sharded"])
 def test_threads_share_a_sweep_and_keep_the_chain(one_shard):
     # A sweep cut into blocks of words and of documents, each with its own stream: 1, 2 and
