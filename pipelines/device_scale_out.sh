@@ -15,7 +15,8 @@
 # tests (up to GPU_TESTS_S = 240 s). What it prints and the JSON land in $OUT (or
 # runs/device_scale_out where $OUT is unset, to try it on a small machine with LAYOUTS and
 # THREADS narrowed). Figures go to pipelines/README.md ("16 cores"). Other settings:
-# LAYOUTS, THREADS, ROUNDS, BASELINE (below), DOCS, NO_GPU_TESTS, PYTHON, WORK.
+# LAYOUTS, THREADS, ROUNDS, BASELINE (below), DOCS, NO_GPU_TESTS, PYTHON (an absolute path
+# with BASELINE), WORK.
 set -uo pipefail
 out=${OUT:-runs/device_scale_out}
 work=${WORK:-/tmp/biglda_device}
@@ -58,6 +59,7 @@ for round in $(seq "${ROUNDS:-1}"); do
       "$root/pipelines/scale_out.py" --corpus "$corpus" --out "$work/base$round" \
       --sampler warplda --topics 1000 --iterations 8 --skip 2 --layouts "$layouts") 2>&1 \
       | tee -a "$out/scale_out_base.txt"
+    cp "$work/base$round/scale_out.json" "$out/scale_out_base$round.json" 2>/dev/null || true
   fi
 done
 # Where there is a GPU, its sampler cases too (they fail, rather than skip, under
