@@ -34,6 +34,14 @@ EMBEDDED_MEMORY_CONFIG = {
     "distributed.worker.memory.pause": False,
 }
 
+# Dask's statistical profiler samples every thread's stack, holding the GIL, each 10 ms by
+# default. A sampling thread takes the GIL between the parts of a sweep, and the worker's other
+# threads share the cores with the sampling threads: at 100 ms the worker's CPU besides
+# the kernels fell by about a tenth (pipelines/README.md, "Dask's profiler"). The dashboard's
+# profile keeps working, with ten samples a second. A value the user configured is kept.
+EMBEDDED_PROFILE_INTERVAL = "100ms"
+_DASK_PROFILE_INTERVAL = "10ms"  # distributed's default
+
 
 
 @contextlib.contextmanager
@@ -130,7 +138,10 @@ def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
     # a nanny forks its worker process: it has imported distributed already (the start of a
     # worker costs no second interpreter start and import), and it holds no CUDA context or
     # numba state a fork could break (the worker imports numba after the fork)
-    with dask.config.set({**EMBEDDED_MEMORY_CONFIG,
+    profile = ({"distributed.worker.profile.interval": EMBEDDED_PROFILE_INTERVAL}
+               if dask.config.get("distributed.worker.profile.interval") == _DASK_PROFILE_INTERVAL
+               else {})
+    with dask.config.set({**EMBEDDED_MEMORY_CONFIG, **profile,
                           "distributed.worker.multiprocessing-method": "fork"}):
         inherited = {k: v for k, v in dask.config.global_config.items() if k != "logging"}
         config = dask.config.serialize(inherited)
