@@ -7,6 +7,8 @@ connection into one line that says which call failed and why.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -109,27 +111,37 @@ class InProcess:
 
 
 class SameProcess:
-    """An actor of this worker process, called on its actor thread without the comm.
+    """An actor of this worker process, called without the comm.
 
     A Dask actor call from a task goes through the worker's RPC even when the actor lives in
     the same process: its arguments are pickled and sent over loopback TCP to itself (times
-    of both ways: ``pipelines/bench_push.py``, pipelines/README.md). The worker runs every
-    sync actor
-    method on one dedicated thread (``executors["actor"]``); submitting the method there
-    keeps that one-at-a-time order with the calls that come through Dask, and passes arrays
-    by reference. A caller must not change an array it passed afterwards (the trainer's sweep
-    deltas are fresh arrays), nor one it got back.
+    of both ways: ``pipelines/bench_push.py``, pipelines/README.md). Dask runs every sync
+    actor method on one dedicated thread (``executors["actor"]``) and every ``async`` one on
+    the worker's event loop; this does the same without the round trip: a sync method is
+    submitted to that thread (keeping its one-at-a-time order with the calls that come
+    through Dask), a coroutine method is scheduled on that loop (the clock's waits and
+    ticks). Arguments pass by reference: a caller must not change an array or dict it passed
+    afterwards (the trainer's sweep deltas and clock statistics are fresh each clock), nor
+    one it got back. Never call it from the event loop's own thread (it would wait on
+    itself); the trainer calls from its task threads.
     """
 
-    def __init__(self, obj: Any, executor: Any) -> None:
+    def __init__(self, obj: Any, executor: Any, loop: Any = None) -> None:
         self._obj = obj
         self._executor = executor
+        self._loop = loop  # the worker's asyncio loop (coroutine methods)
 
     def __getattr__(self, name: str) -> Any:
-        """Forward a method call to the actor's thread; return its (concurrent) future."""
+        """Forward a method call to the actor's thread or loop; return its (concurrent) future."""
         attr = getattr(self._obj, name)
         if not callable(attr):
             return attr
+        if inspect.iscoroutinefunction(attr):
+            if self._loop is None:
+                raise RuntimeError(f"{type(self._obj).__name__}.{name} is a coroutine: "
+                                   "it needs the worker's event loop")
+            return lambda *args, **kwargs: asyncio.run_coroutine_threadsafe(
+                attr(*args, **kwargs), self._loop)
         return lambda *args, **kwargs: self._executor.submit(attr, *args, **kwargs)
 
 
@@ -151,4 +163,4 @@ def same_process(handle: Any) -> Any:
     actors = getattr(getattr(worker, "state", None), "actors", {})
     if address != worker.address or key not in actors or executor is None:
         return handle
-    return SameProcess(actors[key], executor)
+    return SameProcess(actors[key], executor, getattr(worker.loop, "asyncio_loop", None))

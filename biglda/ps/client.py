@@ -163,6 +163,14 @@ class ClockClient:
 
     actor: Any
 
+    def in_this_process(self) -> ClockClient:
+        """Return this client calling the clock directly where it lives in this worker process.
+
+        (:func:`biglda.ps.calls.same_process`: its coroutines run on this worker's event loop
+        without pickling or a loopback round trip; a tick or wait elsewhere is unchanged.)
+        """
+        return ClockClient(same_process(self.actor))
+
     def wait(self, shard: int, clock: int, chunk: float, timeout: float) -> ClockAnswer:
         """Block until shard ``shard`` may start ``clock``: ``GO``, ``STOP`` or ``ABORT``.
 
@@ -312,3 +320,13 @@ class PSClient:
     def bounds(self) -> np.ndarray:
         """int64 row boundaries of the table shards."""
         return self.tables.bounds
+
+    def in_this_process(self) -> PSClient:
+        """Return this client calling the actors of this worker process without the comm.
+
+        The table shards on their actor thread, the clock (also the alpha broker and the
+        mailbox: one actor) on the event loop; the others through Dask as before.
+        """
+        clock = self.clock.in_this_process()
+        return PSClient(tables=self.tables.in_this_process(), clock=clock,
+                        alpha=AlphaClient(clock.actor), mailbox=MailboxClient(clock.actor))

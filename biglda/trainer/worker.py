@@ -310,8 +310,8 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
 
     me = get_worker()
     worker = me.address
-    # the table shards this process holds are called on their actor thread, not via the comm
-    spec = replace(spec, ps=replace(spec.ps, tables=spec.ps.tables.in_this_process()))
+    # the table shards and the clock this process holds are called without the comm
+    spec = replace(spec, ps=spec.ps.in_this_process())
     corpus = Corpus.open(spec.corpus_url)
     backend = worker_backend(spec, worker)
     # a GPU worker runs one thread, as before

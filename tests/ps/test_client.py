@@ -109,6 +109,17 @@ def _push_from_a_task(tables, clock):
     return kinds, [i["pushes"] for i in local.info(timeout=30)]
 
 
+def _tick_from_a_task(ps, clock):
+    """In a worker task: the clock through this process's client; tick shard 0, wait for more."""
+    from biglda.ps.calls import SameProcess
+
+    local = ps.in_this_process()
+    direct = isinstance(local.clock.actor, SameProcess)
+    local.clock.tick_many(clock + 1, {0: {"clock": clock}}, timeout=30)
+    answer = local.clock.wait_many([0], clock + 1, chunk=0.1, timeout=30)
+    return direct, answer, local.clock.clocks(timeout=30)
+
+
 def test_a_task_calls_its_own_processs_table_shards_directly(local_cluster):
     # A table shard in the task's own process is called on its actor thread (no comm: a
     # SameProcess), the other process's through Dask; both pushes land in the table the
@@ -127,5 +138,15 @@ def test_a_task_calls_its_own_processs_table_shards_directly(local_cluster):
         want[[1, 7], 3] = 4
         np.testing.assert_array_equal(n_wk, want)
         assert ps.tables.in_this_process().actors == ps.tables.actors
+        # the clock's coroutines run on its worker's event loop when called from there, and
+        # through Dask from the other worker; both ticks reach the one clock
+        other = ps.workers[1]
+        got = {w: client.submit(_tick_from_a_task, ps.client, c, workers=[w],
+                                pure=False).result(timeout=60)
+               for w, c in ((home, 0), (other, 1))}
+        assert got[home][:2] == (True, ClockAnswer.GO) and got[home][2] == [1]
+        assert got[other][:2] == (False, ClockAnswer.GO) and got[other][2] == [2]
+        assert ps.mailbox.iteration(1, poll=1.0, timeout=30) == {0: {"clock": 1}}
+        assert ps.clock.in_this_process().actor is ps.clock.actor
     finally:
         ps.close()
