@@ -15,8 +15,14 @@
 # tests (up to GPU_TESTS_S = 240 s). What it prints and the JSON land in $OUT (or
 # runs/device_scale_out where $OUT is unset, to try it on a small machine with LAYOUTS and
 # THREADS narrowed). Figures go to pipelines/README.md ("16 cores"). Other settings:
-# LAYOUTS, THREADS, ROUNDS, BASELINE (below), DOCS, NO_GPU_TESTS, PYTHON (an absolute path
-# with BASELINE), WORK.
+# LAYOUTS, THREADS, ROUNDS, BASELINE (below), PROFILE (below), DOCS, NO_GPU_TESTS, PYTHON (an
+# absolute path with BASELINE), WORK.
+#
+# PROFILE=PxT (e.g. 1x16) also trains that layout for 20 iterations under py-spy (every
+# thread of every process, idle or not, 20 samples a second) and prints where each busy
+# thread spent its time (pipelines/pyspy_threads.py; about 40 s). It needs the py-spy wheel
+# in .whl too: `.venv/bin/python -m pip download --no-deps --only-binary=:all: --platform
+# manylinux2014_x86_64 -d .whl py-spy` (the device machine has no network).
 set -uo pipefail
 out=${OUT:-runs/device_scale_out}
 work=${WORK:-/tmp/biglda_device}
@@ -62,6 +68,19 @@ for round in $(seq "${ROUNDS:-1}"); do
     cp "$work/base$round/scale_out.json" "$out/scale_out_base$round.json" 2>/dev/null || true
   fi
 done
+if [ -n "${PROFILE:-}" ]; then
+  spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
+  procs=${PROFILE%x*}; tpw=${PROFILE#*x}
+  if [ -x "$spy" ]; then
+    "$spy" record --subprocesses --threads --idle -r 20 -f raw -o "$out/pyspy_$PROFILE.txt" -- \
+      $py -m biglda.cli train "$corpus" -k 1000 --iterations 20 --sampler warplda \
+      --workers "$procs" --threads-per-worker "$tpw" --out "$work/pyspy.zarr" \
+      > "$out/pyspy_train.txt" 2>&1
+    $py pipelines/pyspy_threads.py "$out/pyspy_$PROFILE.txt" | tee "$out/pyspy_threads.txt"
+  else
+    echo "PROFILE=$PROFILE: no py-spy (put its wheel in .whl, see the header)" >&2
+  fi
+fi
 # Where there is a GPU, its sampler cases too (they fail, rather than skip, under
 # BIGLDA_REQUIRE_GPU=1): a check of the GPU kernels on the same lease.
 if command -v nvidia-smi >/dev/null && [ -z "${NO_GPU_TESTS:-}" ]; then
