@@ -11,10 +11,13 @@
 # It draws the 20 M-token synthetic corpus of the issue (V = 50,000; 8 s), sweeps it with
 # warplda alone on 1, 2, 4, 8 and 16 threads (no Dask: what the kernel does), then runs
 # pipelines/scale_out.py at K = 1,000 on 1 process x 1..16 threads, 2..16 single-thread
-# processes and two mixed layouts (about 4 minutes), and where there is a GPU its sampler
-# tests (up to GPU_TESTS_S = 240 s). What it prints and the JSON land in $OUT (or
-# runs/device_scale_out where $OUT is unset, to try it on a small machine with LAYOUTS and
-# THREADS narrowed). Figures go to pipelines/README.md ("16 cores"). Other settings:
+# processes and two mixed layouts (about 4 minutes), and where there is a GPU the GPU
+# benchmark's quick grid (up to GPU_BENCH_S = 180 s) and its sampler tests (up to
+# GPU_TESTS_S = 240 s). Everything at once can pass a device call's 600 s: split it over
+# calls, e.g. `NO_GPU_BENCH=1 NO_GPU_TESTS=1 bash ...`, then `LAYOUTS=1x1 THREADS=1 bash ...`
+# for the GPU parts and little else (the corpus stays in WORK while the machine is held).
+# What it prints and the JSON land in $OUT (or runs/device_scale_out where $OUT is unset, to
+# try it on a small machine with LAYOUTS and THREADS narrowed). Figures go to pipelines/README.md ("16 cores"). Other settings:
 # LAYOUTS, THREADS, ROUNDS, BASELINE (below), PROFILE (below), DOCS, NO_GPU_TESTS, PYTHON (an
 # absolute path with BASELINE), WORK.
 #
@@ -81,8 +84,15 @@ if [ -n "${PROFILE:-}" ]; then
     echo "PROFILE=$PROFILE: no py-spy (put its wheel in .whl, see the header)" >&2
   fi
 fi
-# Where there is a GPU, its sampler cases too (they fail, rather than skip, under
-# BIGLDA_REQUIRE_GPU=1): a check of the GPU kernels on the same lease.
+# Where there is a GPU, the GPU benchmark's quick grid (10 M synthetic tokens, K = 100 and
+# 1,000, cgs and lightlda, the device-resident sweep against the CPU kernels, then a 5-iteration
+# `biglda train --backend gpu`; up to GPU_BENCH_S = 180 s; NO_GPU_BENCH leaves it out) and its
+# sampler cases (they fail, rather than skip, under BIGLDA_REQUIRE_GPU=1): on the same lease.
+if command -v nvidia-smi >/dev/null && [ -z "${NO_GPU_BENCH:-}" ]; then
+  timeout "${GPU_BENCH_S:-180}" $py pipelines/bench_gpu.py --quick --corpora synthetic \
+    --out "$out/bench_gpu.json" > "$out/bench_gpu.txt" 2>&1
+  echo "bench_gpu rc=$? (124: timed out)"; tail -40 "$out/bench_gpu.txt"
+fi
 if command -v nvidia-smi >/dev/null && [ -z "${NO_GPU_TESTS:-}" ]; then
   BIGLDA_REQUIRE_GPU=1 timeout "${GPU_TESTS_S:-240}" $py -m pytest -m gpu -q -p no:cacheprovider \
     -rfE --tb=short tests/samplers > "$out/gpu_tests.txt" 2>&1
