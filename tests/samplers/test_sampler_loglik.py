@@ -50,3 +50,22 @@ def test_counts_helpers_agree_with_numpy():
     n_dk = doc_topic_counts(doc_ptr, z, 3)
     assert n_dk.tolist()[1] == [0, 0, 0]
     np.testing.assert_array_equal(n_dk.sum(0), n_k)
+
+
+@pytest.mark.parametrize("alpha", [0.02, np.array([0.01, 0.3, 2.0])])
+def test_doc_loglik_matches_gammaln_for_tabulated_and_large_counts(alpha):
+    # counts below and above the kernel's table (16 per topic, 1024 with a symmetric alpha),
+    # topics revisited in random order, an empty document
+    from scipy.special import gammaln
+
+    rng = np.random.default_rng(7)
+    lengths = np.array([0, 5, 40, 1500, 4000])
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    z = rng.integers(0, 3, size=int(doc_ptr[-1])).astype(np.uint16)
+    a = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (3,))
+    want = 0.0
+    for d in range(len(lengths)):
+        n_dk = np.bincount(z[doc_ptr[d]:doc_ptr[d + 1]], minlength=3)
+        want += (gammaln(a.sum()) - gammaln(n_dk.sum() + a.sum())
+                 + (gammaln(n_dk + a) - gammaln(a)).sum())
+    assert doc_loglik(doc_ptr, z, alpha, 3) == pytest.approx(want, rel=1e-12)
