@@ -227,7 +227,7 @@ def _doc_loglik(doc_ptr, z, alpha):
     a visited topic's count is already cleared to 0, whose entry is 0.0, and adding 0.0
     leaves a double unchanged, so the sum is the same to the bit. A branch on "first
     visit" was taken at random in a trained state (~100 topics in 200 tokens); without it
-    the doc LL of synth20m at K = 1,000 takes 25 ms instead of 93 (pipelines/README.md,
+    the doc LL of synth20m at K = 1,000 takes 23 ms instead of 90 (pipelines/README.md,
     "The doc log-likelihood without its branch").
     """
     n_topics = alpha.shape[0]

@@ -36,9 +36,10 @@ EMBEDDED_MEMORY_CONFIG = {
 
 # Dask's statistical profiler samples every thread's stack, holding the GIL, each 10 ms by
 # default. A sampling thread takes the GIL between the parts of a sweep, and the worker's other
-# threads share the cores with the sampling threads: at 100 ms the worker's CPU besides
-# the kernels fell by about a tenth (pipelines/README.md, "Dask's profiler"). The dashboard's
-# profile keeps working, with ten samples a second. A value the user configured is kept.
+# threads share the cores with the sampling threads: at 100 ms the workers' CPU besides
+# the kernels fell by 4-7% (pipelines/README.md, "Dask's profiler and the clock in the
+# worker's own process"). The dashboard's profile keeps working, with ten samples a second.
+# A value the user configured is kept.
 EMBEDDED_PROFILE_INTERVAL = "100ms"
 _DASK_PROFILE_INTERVAL = "10ms"  # distributed's default
 
