@@ -19,28 +19,14 @@ import time
 import numpy as np
 from numba import njit
 
+from biglda.samplers._kernels import _doc_ll_tables
+
 
 @njit(nogil=True, cache=False)
 def doc_loglik_branchy(doc_ptr, z, alpha):
     """The kernel before 2026-11-26's fourth session: a term only at a topic's first visit."""
     n_topics = alpha.shape[0]
-    a_sum = 0.0
-    symmetric = True
-    for k in range(n_topics):
-        a_sum += alpha[k]
-        if alpha[k] != alpha[0]:
-            symmetric = False
-    lg_a_sum = math.lgamma(a_sum)
-    small = 1024 if symmetric else 16
-    rows = 1 if symmetric else n_topics
-    table = np.empty((rows, small), dtype=np.float64)
-    lg_alpha = np.empty(n_topics, dtype=np.float64)
-    for k in range(n_topics):
-        lg_alpha[k] = math.lgamma(alpha[k])
-    for k in range(rows):
-        table[k, 0] = 0.0
-        for c in range(1, small):
-            table[k, c] = math.lgamma(c + alpha[k]) - lg_alpha[k]
+    a_sum, lg_a_sum, symmetric, small, table, lg_alpha = _doc_ll_tables(alpha)
     n_dk = np.zeros(n_topics, dtype=np.int64)
     total = 0.0
     for d in range(doc_ptr.shape[0] - 1):

@@ -210,6 +210,34 @@ def _dense_delta(before, after):
     return words, topics, counts
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _doc_ll_tables(alpha):
+    """Tabulate for :func:`_doc_loglik`: ``(A, lgamma(A), symmetric, small, table, lg_alpha)``.
+
+    ``table[r, c] = lgamma(c + alpha_r) - lgamma(alpha_r)`` for ``c < small`` (one row ``r = 0``
+    for a symmetric alpha, else one per topic), ``table[r, 0] = 0.0``. Inlined: called, the
+    doc LL of synth20m took 25.5 ms against 23.3 (``pipelines/bench_doc_ll.py``).
+    """
+    n_topics = alpha.shape[0]
+    a_sum = 0.0
+    symmetric = True
+    for k in range(n_topics):
+        a_sum += alpha[k]
+        if alpha[k] != alpha[0]:
+            symmetric = False
+    small = 1024 if symmetric else 16
+    rows = 1 if symmetric else n_topics
+    table = np.empty((rows, small), dtype=np.float64)
+    lg_alpha = np.empty(n_topics, dtype=np.float64)
+    for k in range(n_topics):
+        lg_alpha[k] = math.lgamma(alpha[k])
+    for k in range(rows):
+        table[k, 0] = 0.0
+        for c in range(1, small):
+            table[k, c] = math.lgamma(c + alpha[k]) - lg_alpha[k]
+    return a_sum, math.lgamma(a_sum), symmetric, small, table, lg_alpha
+
+
 @njit(nogil=True, cache=True)
 def _doc_loglik(doc_ptr, z, alpha):
     """Doc part of log p(w, z) (Griffiths & Steyvers 2004, eq. 3), from ``z`` alone.
@@ -231,23 +259,7 @@ def _doc_loglik(doc_ptr, z, alpha):
     "The doc log-likelihood without its branch").
     """
     n_topics = alpha.shape[0]
-    a_sum = 0.0
-    symmetric = True
-    for k in range(n_topics):
-        a_sum += alpha[k]
-        if alpha[k] != alpha[0]:
-            symmetric = False
-    lg_a_sum = math.lgamma(a_sum)
-    small = 1024 if symmetric else 16
-    rows = 1 if symmetric else n_topics
-    table = np.empty((rows, small), dtype=np.float64)
-    lg_alpha = np.empty(n_topics, dtype=np.float64)
-    for k in range(n_topics):
-        lg_alpha[k] = math.lgamma(alpha[k])
-    for k in range(rows):
-        table[k, 0] = 0.0
-        for c in range(1, small):
-            table[k, c] = math.lgamma(c + alpha[k]) - lg_alpha[k]
+    a_sum, lg_a_sum, symmetric, small, table, lg_alpha = _doc_ll_tables(alpha)
     n_dk = np.zeros(n_topics, dtype=np.int32)
     total = 0.0
     for d in range(doc_ptr.shape[0] - 1):
