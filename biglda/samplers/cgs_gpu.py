@@ -134,7 +134,7 @@ class CGSGPUSampler(GPUSampler):
 def kernels():
     """Return the module's compiled kernels, plus ``shared`` (numba.cuda on first use)."""
     return compile_kernels(globals(), ("_cgs_sparse_kernel",),
-                           device=("_warp_scan", "_first_lane", "_word_weight"))
+                           device=("_warp_scan", "_first_lane", "_owner_lane", "_word_weight"))
 
 
 # --------------------------------------------------------------------------- the kernel
@@ -155,6 +155,23 @@ def _first_lane(mask):
     """Index of the lowest set bit of a non-zero ballot ``mask``."""
     low = mask & (~mask + 1)
     return cuda.popc(low - 1)
+
+
+def _owner_lane(scan, acc, u):
+    """The lane whose block of masses holds ``u``: the first lane with mass and ``scan > u``.
+
+    ``scan`` is the lanes' inclusive prefix sum of their masses ``acc``. A lane without mass
+    (no topics or tokens of its own) is never chosen: its ``scan`` repeats the one below it
+    through a different addition tree, and may round above ``u`` when the lane below did
+    not, and an empty lane has nothing to pick. Should rounding leave no lane with mass
+    above ``u``, the last lane with mass is chosen (its walk then picks its last entry).
+    The caller guarantees that some lane has mass.
+    """
+    has = cuda.ballot_sync(_FULL, acc > 0)
+    hit = cuda.ballot_sync(_FULL, scan > u) & has
+    if hit != 0:
+        return _first_lane(hit)
+    return 31 - cuda.clz(has)
 
 
 def _word_weight(n_wk, n_k, w, k, beta, v_beta, own):
@@ -218,7 +235,7 @@ def _cgs_sparse_kernel(tokens, perm, doc_of, doc_ptr, z, n_wk, n_k, alpha, beta,
             u = np.float32(_rand_unit(k0, k1, i, 0)) * (s_mass + q_i)
             pick = -1
             if u < s_mass:
-                owner = _first_lane(cuda.ballot_sync(_FULL, scan > u))
+                owner = _owner_lane(scan, acc, u)
                 if lane == owner:
                     rem = u - (scan - acc)
                     run = np.float32(0.0)
@@ -238,7 +255,7 @@ def _cgs_sparse_kernel(tokens, perm, doc_of, doc_ptr, z, n_wk, n_k, alpha, beta,
                     acc += alpha[k] * (pw_s if k == s else pw[k])
                 scan = _warp_scan(acc, lane, n_lanes)
                 u2 = frac * cuda.shfl_sync(_FULL, scan, n_lanes - 1)
-                owner = _first_lane(cuda.ballot_sync(_FULL, scan > u2))
+                owner = _owner_lane(scan, acc, u2)
                 if lane == owner:
                     rem = u2 - (scan - acc)
                     run = np.float32(0.0)

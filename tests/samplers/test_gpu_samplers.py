@@ -173,6 +173,67 @@ def _corpus(seed=3, n_docs=12, n_words=10, max_len=10):
     return tokens, doc_ptr, n_words
 
 
+_OWNER = None  # cgs_gpu._owner_lane compiled, bound here before the probe compiles
+
+
+def _owner_probe(scan, acc, u, out):
+    lane = cuda.threadIdx.x
+    out[lane] = _OWNER(scan[lane], acc[lane], u[0])
+
+
+@pytest.mark.parametrize("mode", [pytest.param("sim", id="gpu-sim", marks=pytest.mark.skipif(
+    not SIM, reason="runs in the simulator subprocess"))])
+def test_owner_lane_has_mass(mode):
+    # The cgs kernel's draw asks which lane's block of masses holds u. A lane without mass
+    # repeats the prefix sum of the lane below through another addition tree, and on an
+    # H100 that sum rounded above u where the lane below did not: the empty lane was chosen,
+    # picked nothing, and wrote topic -1 (65535 in uint16 z) at K = 100, 10 M tokens. The
+    # sums are given here as the device rounded them.
+    global _OWNER
+    from biglda.samplers import cgs_gpu
+
+    cgs_gpu.kernels()
+    _OWNER = cgs_gpu._owner_lane
+    probe = cuda.jit(_owner_probe)
+    f32 = np.float32
+    cases = [  # (masses of lanes 0.., prefix sums, u, the lane that must own u)
+        ([1, 1, 1], [1, 2, 3], 1.5, 1),
+        ([1, 1, 1], [1, 2, 3] + [np.nextafter(f32(3), f32(4))] * 29, 3.0, 2),
+        ([1, 0, 1], [1, np.nextafter(f32(1), f32(2)), 2], 1.0, 2),
+        ([0, 2, 1], [0, 2, 3], 0.0, 1),
+    ]
+    for acc, scan, u, want in cases:
+        acc = np.array(acc + [0] * (32 - len(acc)), f32)
+        scan = np.array(scan + [scan[-1]] * (32 - len(scan)), f32)
+        out = np.full(32, -9, np.int32)
+        probe[1, 32](scan, acc, np.array([u], f32), out)
+        assert (out == want).all(), (acc, scan, u, out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", ["cgs", "lightlda"])
+def test_topics_stay_in_range_on_millions_of_tokens(algorithm):
+    # The rounding cases above are rare per draw (the bench's first sweep of 10 M tokens at
+    # K = 100 met one): millions of draws at a K that is not a multiple of the warp, every
+    # topic in [0, K) and the counts equal to the recount of z after each sweep.
+    if SIM:
+        pytest.skip("millions of tokens: a real GPU only")
+    require_real_gpu()
+    rng = np.random.default_rng(0)
+    n_docs, n_words, n_topics = 25_000, 50_000, 100
+    doc_ptr = np.arange(0, 200 * n_docs + 1, 200, dtype=np.int64)
+    tokens = (rng.zipf(1.2, size=int(doc_ptr[-1])) % n_words).astype(np.int32)
+    z = init_z(len(tokens), n_topics, RandomKey(5, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    sampler = _sampler("gpu", algorithm)
+    shard = sampler.load(tokens, doc_ptr, z, n_wk, n_k)
+    for it in (1, 2, 3):
+        sampler.sweep_shard(shard, 0.1, 0.01, n_words, RandomKey(5, it))
+        z_dev = shard.z_host()
+        assert int(z_dev.max()) < n_topics
+        want_wk, want_k = count_from_z(tokens, doc_ptr, z_dev, n_words, n_topics)
+        np.testing.assert_array_equal(_to_numpy(shard.n_wk), want_wk)
+        np.testing.assert_array_equal(_to_numpy(shard.n_k), want_k)
 
 
 @pytest.mark.parametrize("mode", MODES)
