@@ -106,22 +106,36 @@ def _sweep_delta(tokens, z_old, z_new, n_rows, n_topics):
     O(moves + n_rows + K): moves are bucketed by word (counting sort), then summed in
     a dense K scratch row that only touched entries are read from and reset in.
     """
+    return _sweep_delta_range(tokens, z_old, z_new, 0, n_rows, n_topics)
+
+
+@njit(nogil=True, cache=True)
+def _sweep_delta_range(tokens, z_old, z_new, wlo, whi, n_topics):
+    """:func:`_sweep_delta` of the moves of the words ``[wlo, whi)`` (word ids as given).
+
+    ``delta_k`` counts those moves only: the deltas of ranges that cut the vocabulary add
+    up to the whole delta, and their COOs, concatenated in word order, are its COO.
+    """
     n = tokens.shape[0]
+    n_rows = whi - wlo
     per_word = np.zeros(n_rows + 1, dtype=np.int64)
     n_moves = 0
     for i in range(n):
         if z_old[i] != z_new[i]:
-            per_word[tokens[i] + 1] += 1
-            n_moves += 1
+            w = tokens[i] - wlo
+            if 0 <= w < n_rows:
+                per_word[w + 1] += 1
+                n_moves += 1
     for w in range(n_rows):
         per_word[w + 1] += per_word[w]
     fill = per_word[:-1].copy()
     moved = np.empty(n_moves, dtype=np.int64)
     for i in range(n):
         if z_old[i] != z_new[i]:
-            w = tokens[i]
-            moved[fill[w]] = i
-            fill[w] += 1
+            w = tokens[i] - wlo
+            if 0 <= w < n_rows:
+                moved[fill[w]] = i
+                fill[w] += 1
 
     delta_k = np.zeros(n_topics, dtype=np.int64)
     acc = np.zeros(n_topics, dtype=np.int32)
@@ -153,7 +167,7 @@ def _sweep_delta(tokens, z_old, z_new, n_rows, n_topics):
                 seen[b] = w
                 touched[n_touched] = b
                 n_touched += 1
-        m = _emit_word_delta(w, touched, n_touched, acc, words, topics, counts, m)
+        m = _emit_word_delta(w + wlo, touched, n_touched, acc, words, topics, counts, m)
     return words[:m].copy(), topics[:m].copy(), counts[:m].copy(), delta_k
 
 

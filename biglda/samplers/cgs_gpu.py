@@ -158,7 +158,7 @@ def _first_lane(mask):
 
 
 def _owner_lane(scan, acc, u):
-    """The lane whose block of masses holds ``u``: the first lane with mass and ``scan > u``.
+    """Return the lane whose block of masses holds ``u``: the first with mass and ``scan > u``.
 
     ``scan`` is the lanes' inclusive prefix sum of their masses ``acc``. A lane without mass
     (no topics or tokens of its own) is never chosen: its ``scan`` repeats the one below it

@@ -35,13 +35,17 @@ the Debian corpus (V = 18,811) within noise of it.
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import Executor
+
 import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _build_alias, _sample_alias
-from biglda.samplers.base import Sampler
-from biglda.samplers.rng import _next_float, _next_int
+from biglda.samplers._kernels import _build_alias, _sample_alias, _sweep_delta_range
+from biglda.samplers.base import Sampler, SweepResult, check_sweep_args
+from biglda.samplers.parts import run_parts
+from biglda.samplers.rng import _next_float, _next_int, _substream
 
 # Entries of the dense doc-topic block n_dk[docs, K] (int32): 4 MiB, so a block's counts stay
 # in the last-level cache while its tokens are visited word by word.
@@ -130,7 +134,7 @@ def _sparse_prob(start, topic, prob, w, k, n_topics):
 @njit(nogil=True, cache=True)
 def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, mh_steps,
                     symmetric):
-    """One LightLDA sweep; updates ``z``, ``n_wk``, ``n_k`` in place.
+    """One LightLDA sweep on one thread; updates ``z``, ``n_wk``, ``n_k`` in place.
 
     Returns ``(state, n_accepted, n_proposed)``.
 
@@ -142,53 +146,61 @@ def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 
     that half (the other half and other shards), which stay fixed while it is swept.
     """
     n_topics = n_k.shape[0]
-    a_sum = 0.0
-    for k in range(n_topics):
-        a_sum += alpha[k]
-    small = np.empty(n_topics, dtype=np.int64)
-    large = np.empty(n_topics, dtype=np.int64)
-    # alpha / A for the doc proposal's prior part (the alias table only when asymmetric)
-    a_thr = np.empty(n_topics, dtype=np.uint32)
-    a_alias = np.empty(n_topics, dtype=np.int32)
-    a_prob = np.empty(n_topics, dtype=np.float64)
-    _build_alias(alpha, 0, n_topics, a_thr, a_alias, a_prob, small, large)
-    if symmetric:
-        for k in range(n_topics):
-            a_prob[k] = 1.0 / n_topics
+    n_rows = n_wk.shape[0]
+    n_docs = doc_ptr.shape[0] - 1
+    v_beta = n_words * beta
+    a_sum, a_thr, a_alias, a_prob = _alpha_tables(alpha, symmetric)
     n_accept = 0
     n_propose = 0
     for half in range(2):
-        state, acc, prop = _lightlda_half(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta,
-                                          n_words, state, mh_steps, symmetric, a_thr,
-                                          a_alias, a_prob, small, large, half)
+        n_k_other = n_k - _half_topic_counts(doc_ptr, z, half, 0, n_docs, n_topics)
+        coef, b_thr, b_alias, b_prob, b_mass = _other_tables(n_k_other, beta, v_beta)
+        w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _half_tables(
+            tokens, doc_ptr, z, n_wk, coef, half, 0, n_rows)
+        state, acc, prop = _half_sweep(
+            tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
+            symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
+            w_mass, w_topic, w_thr, w_alias, w_prob, half, 0, n_docs, 0, n_rows)
         n_accept += acc
         n_propose += prop
     return state, n_accept, n_propose
 
 
 @njit(nogil=True, cache=True)
-def _lightlda_half(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state,
-                   mh_steps, symmetric, a_thr, a_alias, a_prob, small, large, half):
-    """Sweep the documents ``d % 2 == half`` with tables built from the other counts."""
-    n_topics = n_k.shape[0]
-    n_rows = n_wk.shape[0]
-    v_beta = n_words * beta
-    # --- tables from the counts without this half (fixed while this half is swept) ---
-    word_ptr = np.zeros(n_rows + 1, dtype=np.int64)
-    n_k_other = n_k.copy()
-    for d in range(half, doc_ptr.shape[0] - 1, 2):
+def _alpha_tables(alpha, symmetric):
+    """Return ``(A = sum alpha, thr, alias, prob)``: the doc proposal's draw from alpha / A."""
+    n_topics = alpha.shape[0]
+    a_sum = 0.0
+    for k in range(n_topics):
+        a_sum += alpha[k]
+    a_thr = np.empty(n_topics, dtype=np.uint32)
+    a_alias = np.empty(n_topics, dtype=np.int32)
+    a_prob = np.empty(n_topics, dtype=np.float64)
+    _build_alias(alpha, 0, n_topics, a_thr, a_alias, a_prob,
+                 np.empty(n_topics, dtype=np.int64), np.empty(n_topics, dtype=np.int64))
+    if symmetric:  # (drawn uniformly then, without the table)
+        for k in range(n_topics):
+            a_prob[k] = 1.0 / n_topics
+    return a_sum, a_thr, a_alias, a_prob
+
+
+@njit(nogil=True, cache=True)
+def _half_topic_counts(doc_ptr, z, half, d_lo, d_hi, n_topics):
+    """Topic counts of the tokens of the documents ``d % 2 == half`` in ``[d_lo, d_hi)``."""
+    out = np.zeros(n_topics, dtype=np.int64)
+    for d in range(d_lo + ((d_lo + half) & 1), d_hi, 2):
         for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            word_ptr[tokens[i] + 1] += 1
-            n_k_other[z[i]] -= 1
-    for w in range(n_rows):
-        word_ptr[w + 1] += word_ptr[w]
-    fill = word_ptr[:-1].copy()
-    by_word = np.empty(word_ptr[n_rows], dtype=np.int64)
-    for d in range(half, doc_ptr.shape[0] - 1, 2):
-        for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            w = tokens[i]
-            by_word[fill[w]] = i
-            fill[w] += 1
+            out[z[i]] += 1
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _other_tables(n_k_other, beta, v_beta):
+    """Return ``(coef, thr, alias, prob, mass)`` of the totals without the swept half.
+
+    ``coef = 1 / (n_k + V beta)``, and the dense alias table over ``beta * coef``.
+    """
+    n_topics = n_k_other.shape[0]
     coef = np.empty(n_topics, dtype=np.float64)
     beta_w = np.empty(n_topics, dtype=np.float64)
     b_mass = 0.0
@@ -199,27 +211,70 @@ def _lightlda_half(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, s
     b_thr = np.empty(n_topics, dtype=np.uint32)
     b_alias = np.empty(n_topics, dtype=np.int32)
     b_prob = np.empty(n_topics, dtype=np.float64)
-    _build_alias(beta_w, 0, n_topics, b_thr, b_alias, b_prob, small, large)
-    w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _word_tables(word_ptr, by_word, z, n_wk,
-                                                                    coef)
-    for k in range(n_topics):  # from here on: current counts
-        coef[k] = 1.0 / (n_k[k] + v_beta)
+    _build_alias(beta_w, 0, n_topics, b_thr, b_alias, b_prob,
+                 np.empty(n_topics, dtype=np.int64), np.empty(n_topics, dtype=np.int64))
+    return coef, b_thr, b_alias, b_prob, b_mass
 
+
+@njit(nogil=True, cache=True)
+def _half_tables(tokens, doc_ptr, z, n_wk, coef, half, wlo, whi):
+    """Build the word tables of the words ``[wlo, whi)`` for the half ``d % 2 == half``.
+
+    From the counts without that half's tokens (of every document): :func:`_word_tables`
+    over the rows ``n_wk[wlo:whi]``, so the tables' row ``r`` is word ``wlo + r``.
+    """
+    n_range = whi - wlo
     n_docs = doc_ptr.shape[0] - 1
+    word_ptr = np.zeros(n_range + 1, dtype=np.int64)
+    for d in range(half, n_docs, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            w = tokens[i] - wlo
+            if 0 <= w < n_range:
+                word_ptr[w + 1] += 1
+    for w in range(n_range):
+        word_ptr[w + 1] += word_ptr[w]
+    fill = word_ptr[:-1].copy()
+    by_word = np.empty(word_ptr[n_range], dtype=np.int64)
+    for d in range(half, n_docs, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            w = tokens[i] - wlo
+            if 0 <= w < n_range:
+                by_word[fill[w]] = i
+                fill[w] += 1
+    return _word_tables(word_ptr, by_word, z, n_wk[wlo:whi], coef)
+
+
+@njit(nogil=True, cache=True)
+def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
+                symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
+                w_mass, w_topic, w_thr, w_alias, w_prob, half, d_lo, d_hi, wlo, whi):
+    """Resample the half's tokens of the documents ``[d_lo, d_hi)`` with words ``[wlo, whi)``.
+
+    The half: the documents ``d % 2 == half``. The tables: the half's, those of that word
+    range (its row ``r`` is word ``wlo + r``).
+    Writes ``z`` of those tokens, the rows ``n_wk[wlo:whi]`` and ``n_k``; reads the topics
+    of every token of those documents. Returns ``(state, accepted, proposed)``.
+    """
+    n_topics = n_k.shape[0]
+    v_beta = n_words * beta
+    coef = np.empty(n_topics, dtype=np.float64)
+    for k in range(n_topics):  # current counts
+        coef[k] = 1.0 / (n_k[k] + v_beta)
     # blocks of this half's documents whose dense doc-topic counts stay in cache
     block_docs = max(1, BLOCK_ENTRIES // n_topics)
     n_dk = np.zeros((block_docs, n_topics), dtype=np.int32)
     q_dense = np.zeros(n_topics, dtype=np.float64)
-    bw_ptr = np.zeros(n_rows + 1, dtype=np.int64)
-    bw_fill = np.zeros(n_rows, dtype=np.int64)
+    n_range = whi - wlo
+    bw_ptr = np.zeros(n_range + 1, dtype=np.int64)
+    bw_fill = np.zeros(n_range, dtype=np.int64)
     cap = np.int64(1024)
     who_i = np.empty(cap, dtype=np.int64)  # word order -> token index
     who_d = np.empty(cap, dtype=np.int64)  # word order -> document within the block
     n_accept = 0
     n_propose = 0
-    d0 = half
-    while d0 < n_docs:
-        d1 = min(n_docs, d0 + 2 * block_docs)  # documents d0, d0 + 2, ... < d1
+    d0 = d_lo + ((d_lo + half) & 1)  # the first document of this half in the range
+    while d0 < d_hi:
+        d1 = min(d_hi, d0 + 2 * block_docs)  # documents d0, d0 + 2, ... < d1
         nb = np.int64(0)
         for d in range(d0, d1, 2):
             nb += doc_ptr[d + 1] - doc_ptr[d]
@@ -227,40 +282,45 @@ def _lightlda_half(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, s
             cap = max(nb, 2 * cap)
             who_i = np.empty(cap, dtype=np.int64)
             who_d = np.empty(cap, dtype=np.int64)
-        # the block's tokens grouped by word (counting sort), and its doc-topic counts
+        # the block's tokens of the word range grouped by word (counting sort), and its
+        # doc-topic counts (of every token)
         bw_ptr[:] = 0
         for d in range(d0, d1, 2):
             dl = (d - d0) >> 1
             for i in range(doc_ptr[d], doc_ptr[d + 1]):
-                bw_ptr[tokens[i] + 1] += 1
+                w = tokens[i] - wlo
+                if 0 <= w < n_range:
+                    bw_ptr[w + 1] += 1
                 n_dk[dl, z[i]] += 1
-        for w in range(n_rows):
+        for w in range(n_range):
             bw_ptr[w + 1] += bw_ptr[w]
             bw_fill[w] = bw_ptr[w]
         for d in range(d0, d1, 2):
             dl = (d - d0) >> 1
             for i in range(doc_ptr[d], doc_ptr[d + 1]):
-                w = tokens[i]
-                who_i[bw_fill[w]] = i
-                who_d[bw_fill[w]] = dl
-                bw_fill[w] += 1
+                w = tokens[i] - wlo
+                if 0 <= w < n_range:
+                    who_i[bw_fill[w]] = i
+                    who_d[bw_fill[w]] = dl
+                    bw_fill[w] += 1
         # word-major within the block: a word's table and count row are reused by all its
         # tokens here; the block's n_dk rows stay in cache. Any visiting order is exact:
         # each token's kernel leaves p(z_i | z_¬i) invariant with the current counts.
-        for w in range(n_rows):
-            if bw_ptr[w + 1] == bw_ptr[w]:
+        for wr in range(n_range):  # wr: the word's row in the tables, w: in n_wk
+            if bw_ptr[wr + 1] == bw_ptr[wr]:
                 continue
-            wl = w_start[w]
-            wn = w_start[w + 1] - wl
-            mix_w = w_mass[w] / (w_mass[w] + b_mass)  # P(sparse part)
+            w = wr + wlo
+            wl = w_start[wr]
+            wn = w_start[wr + 1] - wl
+            mix_w = w_mass[wr] / (w_mass[wr] + b_mass)  # P(sparse part)
             mix_b = 1.0 - mix_w
             # many tokens of a long row here: scatter the row's realised probabilities into a
             # dense K scratch once instead of a binary search per lookup
-            dense = wn < n_topics and (bw_ptr[w + 1] - bw_ptr[w]) * 8 > wn
+            dense = wn < n_topics and (bw_ptr[wr + 1] - bw_ptr[wr]) * 8 > wn
             if dense:
                 for e in range(wl, wl + wn):
                     q_dense[w_topic[e]] = w_prob[e]
-            for j in range(bw_ptr[w], bw_ptr[w + 1]):
+            for j in range(bw_ptr[wr], bw_ptr[wr + 1]):
                 i = who_i[j]
                 dl = who_d[j]
                 lo = doc_ptr[d0 + 2 * dl]
@@ -284,13 +344,13 @@ def _lightlda_half(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, s
                         state, t = _sample_alias(state, 0, n_topics, b_thr, b_alias)
                         q_t = mix_b * b_prob[t] + mix_w * (
                             q_dense[t] if dense else
-                            _sparse_prob(w_start, w_topic, w_prob, w, t, n_topics))
+                            _sparse_prob(w_start, w_topic, w_prob, wr, t, n_topics))
                     n_propose += 1
                     if t != s:
                         if q_s < 0.0:
                             q_s = mix_b * b_prob[s] + mix_w * (
                                 q_dense[s] if dense else
-                                _sparse_prob(w_start, w_topic, w_prob, w, s, n_topics))
+                                _sparse_prob(w_start, w_topic, w_prob, wr, s, n_topics))
                         p_t = (n_dk[dl, t] + alpha[t]) * (n_wk[w, t] + beta) * coef[t]
                         state, u = _next_float(state)
                         if u * p_s * q_t < p_t * q_s:
@@ -346,6 +406,18 @@ def _lightlda_half(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, s
 class LightLDASampler(Sampler):
     """LightLDA Metropolis-Hastings (cycle proposal) on the CPU.
 
+    On one thread the chain is exact (module docstring). A sweep can use several threads
+    (``sweep(..., pool=, n_threads=)``, T of them), tomotopy's ``PARTITION`` scheme: the
+    documents are cut into T ranges and the vocabulary into T ranges of about equal tokens;
+    each half's word tables are built once, range by range on the threads; then the half is
+    swept in T steps, in step ``s`` thread ``t`` the tokens of document range ``t`` whose
+    words are in range ``(t + s) % T``. No two threads of a step share a row of ``n_wk``, a
+    document or a token, so the counts stay exact but for ``n_k``: each thread of a step
+    moves its own copy, and the copies' moves are summed at the step's end. The chain is
+    then that of tomotopy's partitioned sampler, not an exact one; it is the same on every
+    run with the same T, whichever thread takes which part (each part has its own stream),
+    but not the same for another T.
+
     Parameters
     ----------
     mh_steps : int
@@ -359,11 +431,41 @@ class LightLDASampler(Sampler):
 
     algorithm = "lightlda"
     backend = "cpu"
+    threads_per_sweep = True  # one sweep takes several threads (the trainer gives it its pool)
 
     def __init__(self, mh_steps: int = 2):
         if int(mh_steps) < 1:
             raise ConfigError(f"mh_steps must be >= 1, got {mh_steps}")
         self.mh_steps = int(mh_steps)
+
+    def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
+              pool: Executor | None = None, n_threads: int = 1) -> SweepResult:
+        """Resample every token of one shard once (see :meth:`Sampler.sweep`).
+
+        ``n_threads`` > 1 threads share the sweep: this one and ``n_threads - 1`` of
+        ``pool`` (which must have that many free), in the partitioned scheme of the class
+        docstring.
+        """
+        n_threads = max(1, int(n_threads))
+        if n_threads == 1:
+            return super().sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
+        if pool is None:
+            raise ValueError(f"{n_threads} threads need a pool")
+        alpha = check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        run = _Partitioned(tokens, doc_ptr, n_wk.shape, pool, n_threads)
+        z_old = z.copy()
+        accept_rate = run.sweep(z, n_wk, n_k, alpha, float(beta), float(n_words), key.state(),
+                                self.mh_steps)
+        # the delta by word range on the threads; the ranges' COOs in order are the whole
+        parts = run.on_threads(_sweep_delta_range, [
+            (tokens, z_old, z, run.wcut[r], run.wcut[r + 1], n_wk.shape[1])
+            for r in range(n_threads)])
+        words, topics, counts = (np.concatenate([p[j] for p in parts]) for j in range(3))
+        delta_k = np.sum([p[3] for p in parts], axis=0)
+        return SweepResult(words, topics, counts, delta_k, int(tokens.shape[0]), accept_rate,
+                           time.perf_counter() - t0,
+                           cpu_seconds=time.thread_time() - c0 + run.pool_cpu)
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         symmetric = bool(np.all(alpha == alpha[0]))
@@ -374,3 +476,60 @@ class LightLDASampler(Sampler):
     def __repr__(self) -> str:
         """Show the number of MH steps."""
         return f"LightLDASampler(mh_steps={self.mh_steps})"
+
+
+class _Partitioned:
+    """One sweep of :class:`LightLDASampler` on T threads (the class docstring's scheme).
+
+    ``dcut`` cuts the documents and ``wcut`` the vocabulary into T ranges of about equal
+    tokens. ``pool_cpu`` sums the CPU seconds of the pool's threads in :meth:`on_threads`.
+    """
+
+    def __init__(self, tokens, doc_ptr, shape, pool, n_threads) -> None:
+        (n_rows, self.n_topics), n_docs = shape, doc_ptr.shape[0] - 1
+        self.tokens, self.doc_ptr, self.pool, self.t = tokens, doc_ptr, pool, n_threads
+        even = np.linspace(0, tokens.shape[0], n_threads + 1)[1:-1]
+        at = np.cumsum(np.bincount(tokens, minlength=n_rows))
+        self.dcut = self._cuts(np.searchsorted(doc_ptr, even), n_docs)
+        self.wcut = self._cuts(np.searchsorted(at, even), n_rows)
+        self.pool_cpu = 0.0
+
+    @staticmethod
+    def _cuts(inner, end: int) -> np.ndarray:
+        cuts = np.concatenate([[0], inner, [end]]).astype(np.int64)
+        return np.minimum(np.maximum.accumulate(cuts), end)
+
+    def on_threads(self, kernel, calls) -> list:
+        """Return ``[kernel(*calls[i]) for i]``, computed on the T threads."""
+        c0 = time.thread_time()
+        out, cpu = run_parts(self.pool, self.t, len(calls), lambda i: kernel(*calls[i]))
+        self.pool_cpu += max(0.0, cpu - (time.thread_time() - c0))
+        return out
+
+    def sweep(self, z, n_wk, n_k, alpha, beta, n_words, state, mh_steps):
+        """Sweep both halves; return the accept rate."""
+        tokens, doc_ptr, dcut, wcut, t = self.tokens, self.doc_ptr, self.dcut, self.wcut, self.t
+        symmetric = bool(np.all(alpha == alpha[0]))
+        a_tables = _alpha_tables(alpha, symmetric)
+        n_accept, n_propose = 0, 0
+        for half in range(2):
+            # the tables from the counts without the half, each word range on a thread
+            in_half = self.on_threads(_half_topic_counts, [
+                (doc_ptr, z, half, dcut[i], dcut[i + 1], self.n_topics) for i in range(t)])
+            coef, *dense = _other_tables(n_k - np.sum(in_half, axis=0), beta, n_words * beta)
+            tables = self.on_threads(_half_tables, [
+                (tokens, doc_ptr, z, n_wk, coef, half, wcut[r], wcut[r + 1]) for r in range(t)])
+            for step in range(t):
+                # thread i: document range i, word range (i + step) % t, its own n_k copy
+                tag = np.uint64((0x4C << 56) | (half << 48) | (step << 32))
+                own_k = [n_k.copy() for _ in range(t)]
+                ranges = [(i + step) % t for i in range(t)]
+                for _, acc, prop in self.on_threads(_half_sweep, [
+                        (tokens, doc_ptr, z, n_wk, own_k[i], alpha, a_tables[0], beta, n_words,
+                         np.uint64(_substream(state, tag, i)), mh_steps, symmetric,  # (an int)
+                         *a_tables[1:], *dense, *tables[r], half, dcut[i], dcut[i + 1],
+                         wcut[r], wcut[r + 1]) for i, r in enumerate(ranges)]):
+                    n_accept += acc
+                    n_propose += prop
+                n_k += np.sum(own_k, axis=0) - t * n_k  # every copy's moves
+        return n_accept / n_propose if n_propose else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, wait
 from typing import Any
 
 
@@ -43,3 +44,21 @@ class PartQueue:
                 return time.thread_time() - c0
             self.results[i] = self._work(i)
             self.ended[i] = time.time()
+
+
+def run_parts(pool: Executor | None, n_threads: int, n_parts: int,
+               work: Callable[[int], Any]) -> tuple[list[Any], float]:
+    """Run ``work(0 .. n_parts - 1)`` on ``n_threads`` threads: this one and ``pool``'s.
+
+    Returns the results in part order and the CPU seconds of all the threads
+    (:class:`PartQueue`).
+    """
+    if pool is None and n_threads > 1:
+        raise ValueError(f"{n_threads} threads need a pool")
+    queue = PartQueue(n_parts, work)
+    futs = [pool.submit(queue.drain) for _ in range(n_threads - 1)] if pool is not None else []
+    try:
+        cpu = queue.drain()
+    finally:
+        wait(futs)  # no thread may still work on the sweep's arrays when it ends, even failed
+    return queue.results, cpu + sum(f.result() for f in futs)

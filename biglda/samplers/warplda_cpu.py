@@ -47,9 +47,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Executor, wait
-from typing import Any
+from concurrent.futures import Executor
 
 import numpy as np
 from numba import njit
@@ -58,7 +56,7 @@ from biglda.errors import ConfigError
 from biglda.samplers._kernels import _build_alias, _emit_word_delta, _sample_alias
 from biglda.samplers._prefetch import prefetch, prefetch_write
 from biglda.samplers.base import Sampler, SweepResult, check_sweep_args, token_errors
-from biglda.samplers.parts import PartQueue
+from biglda.samplers.parts import run_parts
 from biglda.samplers.rng import _next_float, _substream
 
 
@@ -503,24 +501,6 @@ class _Order:
         return np.concatenate([[0], cuts, [len(blocks) - 1]]).astype(np.int64)
 
 
-def _run_parts(pool: Executor | None, n_threads: int, n_parts: int,
-               work: Callable[[int], Any]) -> tuple[list[Any], float]:
-    """Run ``work(0 .. n_parts - 1)`` on ``n_threads`` threads: this one and ``pool``'s.
-
-    Returns the results in part order and the CPU seconds of all the threads
-    (:class:`biglda.samplers.parts.PartQueue`).
-    """
-    if pool is None and n_threads > 1:
-        raise ValueError(f"{n_threads} threads need a pool")
-    queue = PartQueue(n_parts, work)
-    futs = [pool.submit(queue.drain) for _ in range(n_threads - 1)] if pool is not None else []
-    try:
-        cpu = queue.drain()
-    finally:
-        wait(futs)  # no thread may still work on the sweep's arrays when it ends, even failed
-    return queue.results, cpu + sum(f.result() for f in futs)
-
-
 class WarpLDASampler(Sampler):
     """WarpLDA Metropolis-Hastings on the CPU: O(1) per token, **not exact** (delayed updates).
 
@@ -596,7 +576,7 @@ class WarpLDASampler(Sampler):
         hit = self._cached_order(tokens, doc_ptr, n_rows)
         n_scan = 4 * n_threads if n_threads > 1 else 1
         cuts = np.linspace(0, n, n_scan + 1).astype(np.int64)
-        scans, cpu0 = _run_parts(pool, n_threads, n_scan, lambda i: _scan_part(
+        scans, cpu0 = run_parts(pool, n_threads, n_scan, lambda i: _scan_part(
             cuts[i], cuts[i + 1], tokens, z, n_rows, n_topics,
             hit.tokens if hit is not None else _NO_TOKENS))
         bad_t = min((int(b) for b, _, _ in scans if b >= 0), default=-1)
@@ -639,15 +619,15 @@ class WarpLDASampler(Sampler):
             return 1.0 / (n_k + v_beta)
 
         try:
-            _, cpu1 = _run_parts(pool, n_threads, n_parts, lambda i: _pass_word_proposals(
+            _, cpu1 = run_parts(pool, n_threads, n_parts, lambda i: _pass_word_proposals(
                 wsplit[i], wsplit[i + 1], wblocks, word_ptr, perm, z, n_wk, tw, gw, beta,
                 n_topics, m, local_only, state))
             coef = 1.0 / (n_k + v_beta)
-            counts2, cpu2 = _run_parts(pool, n_threads, n_parts, lambda i: _pass_documents(
+            counts2, cpu2 = run_parts(pool, n_threads, n_parts, lambda i: _pass_documents(
                 dsplit[i], dsplit[i + 1], dblocks, doc_ptr, z, inv, tw, gw, n_k, coef, alpha,
                 a_sum, symmetric, a_thr, a_alias, v_beta, m, local_only, state, pass_k[i]))
             coef = end_pass()
-            counts3, cpu3 = _run_parts(pool, n_threads, n_parts, lambda i: _pass_word_accept(
+            counts3, cpu3 = run_parts(pool, n_threads, n_parts, lambda i: _pass_word_accept(
                 wsplit[i], wsplit[i + 1], wblocks, word_ptr, perm, z, tw, n_wk, n_k, coef,
                 beta, v_beta, m, local_only, state, pass_k[i], out_words, out_topics,
                 out_counts, out_n))
@@ -655,7 +635,7 @@ class WarpLDASampler(Sampler):
             at = np.zeros(len(out_n) + 1, dtype=np.int64)
             np.cumsum(out_n, out=at[1:])
             words, topics, counts = (np.empty(int(at[-1]), dtype=np.int32) for _ in range(3))
-            _, cpu4 = _run_parts(pool, n_threads, n_parts, lambda i: _gather_part(
+            _, cpu4 = run_parts(pool, n_threads, n_parts, lambda i: _gather_part(
                 wsplit[i], wsplit[i + 1], wblocks, word_ptr, out_n, at, out_words, out_topics,
                 out_counts, words, topics, counts))
         finally:

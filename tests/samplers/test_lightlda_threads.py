@@ -1,0 +1,116 @@
+"""lightlda on several threads (``sweep(..., pool=, n_threads=)``): tomotopy's partitioned
+scheme (documents and words cut into T ranges, T steps per half in which no two threads
+share a row, a document or a token; each thread moves its own copy of ``n_k``). Not an exact
+chain (the copies of ``n_k`` lag within a step), so it is held to invariants and to the
+one-thread chain's results on the synthetic corpus with known topics; the one-thread chain
+is the exact one of the exact-posterior tests."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from test_sampler_recovery import matched_cosine
+
+from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z, joint_loglik
+
+ITERATIONS = 200
+
+
+class _SerialPool:
+    """An executor that runs each task at once, on the calling thread."""
+
+    def submit(self, fn, *args):
+        fut: Future = Future()
+        fut.set_result(fn(*args))
+        return fut
+
+
+def _corpus(seed=0, n_docs=300, n_words=60):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 40, size=n_docs)
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = (rng.zipf(1.5, size=int(doc_ptr[-1])) % n_words).astype(np.int32)
+    return tokens, doc_ptr, n_words
+
+
+def _sweeps(tokens, doc_ptr, n_words, n_topics, pool, n_threads, n_sweeps, alpha=0.1,
+            check=True):
+    z = init_z(len(tokens), n_topics, RandomKey(2, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    sampler = get_sampler("lightlda")
+    for it in range(n_sweeps):
+        before_wk, before_k = n_wk.copy(), n_k.copy()
+        res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, 0.05, n_words,
+                            RandomKey(2, it), pool=pool, n_threads=n_threads)
+        if check:
+            want_wk, want_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+            np.testing.assert_array_equal(n_wk, want_wk)
+            np.testing.assert_array_equal(n_k, want_k)
+            np.add.at(before_wk, (res.delta_words, res.delta_topics), res.delta_counts)
+            np.testing.assert_array_equal(before_wk, n_wk)
+            np.testing.assert_array_equal(before_k + res.delta_k, n_k)
+            key = res.delta_words.astype(np.int64) * n_topics + res.delta_topics
+            assert np.all(np.diff(key) > 0) and np.all(res.delta_counts != 0)  # sorted COO
+            assert res.n_tokens == len(tokens) and 0 < res.accept_rate <= 1
+    return z, n_wk, n_k
+
+
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_counts_and_delta_after_every_sweep(n_threads):
+    tokens, doc_ptr, n_words = _corpus()
+    with ThreadPoolExecutor(n_threads - 1) as pool:
+        _sweeps(tokens, doc_ptr, n_words, 7, pool, n_threads, 4)
+        _sweeps(tokens, doc_ptr, n_words, 7, pool, n_threads, 2,
+                alpha=np.linspace(0.05, 0.5, 7))
+
+
+def test_more_threads_than_documents_or_words():
+    tokens = np.array([0, 1, 1, 2, 0], dtype=np.int32)
+    doc_ptr = np.array([0, 2, 4, 5], dtype=np.int64)
+    with ThreadPoolExecutor(4) as pool:
+        _sweeps(tokens, doc_ptr, 3, 2, pool, 5, 3)
+
+
+def test_the_chain_does_not_depend_on_which_thread_runs_what():
+    # each (half, step, document range) draws from its own stream and no two parts of a step
+    # share a row, document or token: the concurrent sweep is the serial one, bit for bit
+    tokens, doc_ptr, n_words = _corpus(seed=3)
+    with ThreadPoolExecutor(2) as pool:
+        z_threads, wk_threads, _ = _sweeps(tokens, doc_ptr, n_words, 9, pool, 3, 5,
+                                           check=False)
+    z_serial, wk_serial, _ = _sweeps(tokens, doc_ptr, n_words, 9, _SerialPool(), 3, 5,
+                                     check=False)
+    np.testing.assert_array_equal(z_threads, z_serial)
+    np.testing.assert_array_equal(wk_threads, wk_serial)
+    one, _, _ = _sweeps(tokens, doc_ptr, n_words, 9, None, 1, 5, check=False)
+    assert np.mean(one != z_threads) > 0.3  # (another chain than one thread's, as documented)
+
+
+def test_several_threads_need_a_pool():
+    tokens, doc_ptr, n_words = _corpus(n_docs=5)
+    with pytest.raises(ValueError, match="need a pool"):
+        _sweeps(tokens, doc_ptr, n_words, 3, None, 2, 1)
+
+
+def test_recovers_topics_and_reaches_the_one_thread_loglik(synthetic, synthetic_spec):
+    tokens, doc_ptr, phi, _ = synthetic
+    spec = synthetic_spec
+    tail = {}
+    with ThreadPoolExecutor(1) as pool:
+        for n_threads in (1, 2):
+            sampler = get_sampler("lightlda")
+            z = init_z(len(tokens), spec.n_topics, RandomKey(5, -1))
+            n_wk, n_k = count_from_z(tokens, doc_ptr, z, spec.n_words, spec.n_topics)
+            lls = []
+            for it in range(1, ITERATIONS + 1):
+                sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, spec.alpha, spec.beta,
+                              spec.n_words, RandomKey(5, it), pool=pool, n_threads=n_threads)
+                if it > ITERATIONS - 5:
+                    lls.append(joint_loglik(doc_ptr, z, n_wk, n_k, spec.alpha, spec.beta,
+                                            spec.n_words) / len(tokens))
+            cos = matched_cosine(phi, n_wk, spec.beta)
+            assert cos > 0.98, f"{n_threads} threads: matched cosine {cos:.3f}"
+            tail[n_threads] = float(np.mean(lls))
+    assert abs(tail[2] - tail[1]) < 0.01, f"2 threads {tail[2]:.4f} vs 1 {tail[1]:.4f}"
