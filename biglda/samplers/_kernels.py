@@ -117,25 +117,38 @@ def _sweep_delta_range(tokens, z_old, z_new, wlo, whi, n_topics):
     up to the whole delta, and their COOs, concatenated in word order, are its COO.
     """
     n = tokens.shape[0]
-    n_rows = whi - wlo
-    per_word = np.zeros(n_rows + 1, dtype=np.int64)
     n_moves = 0
     for i in range(n):
-        if z_old[i] != z_new[i]:
-            w = tokens[i] - wlo
-            if 0 <= w < n_rows:
-                per_word[w + 1] += 1
-                n_moves += 1
+        if z_old[i] != z_new[i] and wlo <= tokens[i] < whi:
+            n_moves += 1
+    moved = np.empty(n_moves, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        if z_old[i] != z_new[i] and wlo <= tokens[i] < whi:
+            moved[m] = i
+            m += 1
+    return _moves_delta(moved, tokens, z_old, z_new, wlo, whi, n_topics)
+
+
+@njit(nogil=True, cache=True)
+def _moves_delta(moved, tokens, z_old, z_new, wlo, whi, n_topics):
+    """:func:`_sweep_delta_range` of the tokens ``moved`` (all of words ``[wlo, whi)``).
+
+    Tokens that did not move add nothing; none may be listed twice.
+    """
+    n_rows = whi - wlo
+    n_moves = moved.shape[0]
+    per_word = np.zeros(n_rows + 1, dtype=np.int64)
+    for j in range(n_moves):
+        per_word[tokens[moved[j]] - wlo + 1] += 1
     for w in range(n_rows):
         per_word[w + 1] += per_word[w]
     fill = per_word[:-1].copy()
-    moved = np.empty(n_moves, dtype=np.int64)
-    for i in range(n):
-        if z_old[i] != z_new[i]:
-            w = tokens[i] - wlo
-            if 0 <= w < n_rows:
-                moved[fill[w]] = i
-                fill[w] += 1
+    by_word = np.empty(n_moves, dtype=np.int64)
+    for j in range(n_moves):
+        w = tokens[moved[j]] - wlo
+        by_word[fill[w]] = moved[j]
+        fill[w] += 1
 
     delta_k = np.zeros(n_topics, dtype=np.int64)
     acc = np.zeros(n_topics, dtype=np.int32)
@@ -152,7 +165,7 @@ def _sweep_delta_range(tokens, z_old, z_new, wlo, whi, n_topics):
             continue
         n_touched = 0
         for j in range(lo, hi):
-            i = moved[j]
+            i = by_word[j]
             a = np.int64(z_old[i])
             b = np.int64(z_new[i])
             acc[a] -= 1

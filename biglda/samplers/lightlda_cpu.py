@@ -42,7 +42,7 @@ import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _build_alias, _sample_alias, _sweep_delta_range
+from biglda.samplers._kernels import _build_alias, _moves_delta, _sample_alias
 from biglda.samplers.base import Sampler, SweepResult, check_sweep_args
 from biglda.samplers.parts import run_parts
 from biglda.samplers.rng import _next_float, _next_int, _substream
@@ -157,10 +157,10 @@ def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 
         coef, b_thr, b_alias, b_prob, b_mass = _other_tables(n_k_other, beta, v_beta)
         w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _half_tables(
             tokens, doc_ptr, z, n_wk, coef, half, 0, n_rows)
-        state, acc, prop = _half_sweep(
+        state, acc, prop, _ = _half_sweep(
             tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
             symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
-            w_mass, w_topic, w_thr, w_alias, w_prob, half, 0, n_docs, 0, n_rows)
+            w_mass, w_topic, w_thr, w_alias, w_prob, half, 0, n_docs, 0, n_rows, False)
         n_accept += acc
         n_propose += prop
     return state, n_accept, n_propose
@@ -220,40 +220,84 @@ def _other_tables(n_k_other, beta, v_beta):
 def _half_tables(tokens, doc_ptr, z, n_wk, coef, half, wlo, whi):
     """Build the word tables of the words ``[wlo, whi)`` for the half ``d % 2 == half``.
 
-    From the counts without that half's tokens (of every document): :func:`_word_tables`
-    over the rows ``n_wk[wlo:whi]``, so the tables' row ``r`` is word ``wlo + r``.
+    From the counts without that half's tokens (of every document): :func:`_tables_of`
+    the half's tokens of those words.
     """
-    n_range = whi - wlo
     n_docs = doc_ptr.shape[0] - 1
-    word_ptr = np.zeros(n_range + 1, dtype=np.int64)
+    n = 0
     for d in range(half, n_docs, 2):
         for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            w = tokens[i] - wlo
-            if 0 <= w < n_range:
-                word_ptr[w + 1] += 1
+            if wlo <= tokens[i] < whi:
+                n += 1
+    idx = np.empty(n, dtype=np.int64)
+    n = 0
+    for d in range(half, n_docs, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            if wlo <= tokens[i] < whi:
+                idx[n] = i
+                n += 1
+    return _tables_of(idx, tokens, z, n_wk, coef, wlo, whi)
+
+
+@njit(nogil=True, cache=True)
+def _tables_of(idx, tokens, z, n_wk, coef, wlo, whi):
+    """:func:`_word_tables` of the rows ``n_wk[wlo:whi]`` without the tokens ``idx``.
+
+    ``idx``: the swept half's tokens of those words; the tables' row ``r`` is word
+    ``wlo + r``.
+    """
+    n_range = whi - wlo
+    word_ptr = np.zeros(n_range + 1, dtype=np.int64)
+    for j in range(idx.shape[0]):
+        word_ptr[tokens[idx[j]] - wlo + 1] += 1
     for w in range(n_range):
         word_ptr[w + 1] += word_ptr[w]
     fill = word_ptr[:-1].copy()
-    by_word = np.empty(word_ptr[n_range], dtype=np.int64)
-    for d in range(half, n_docs, 2):
-        for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            w = tokens[i] - wlo
-            if 0 <= w < n_range:
-                by_word[fill[w]] = i
-                fill[w] += 1
+    by_word = np.empty(idx.shape[0], dtype=np.int64)
+    for j in range(idx.shape[0]):
+        w = tokens[idx[j]] - wlo
+        by_word[fill[w]] = idx[j]
+        fill[w] += 1
     return _word_tables(word_ptr, by_word, z, n_wk[wlo:whi], coef)
+
+
+@njit(nogil=True, cache=True)
+def _half_lists(tokens, doc_ptr, z, half, d_lo, d_hi, range_of, n_ranges, n_topics):
+    """Return the half's tokens of the documents ``[d_lo, d_hi)``, grouped by word range.
+
+    Returns ``(topic counts int64 [K], ptr int64 [n_ranges + 1], idx int64 [n])``: the
+    tokens of word range ``r`` (``range_of[w]``) are ``idx[ptr[r]:ptr[r + 1]]``, in order.
+    """
+    counts = np.zeros(n_topics, dtype=np.int64)
+    ptr = np.zeros(n_ranges + 1, dtype=np.int64)
+    first = d_lo + ((d_lo + half) & 1)
+    for d in range(first, d_hi, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            counts[z[i]] += 1
+            ptr[range_of[tokens[i]] + 1] += 1
+    for r in range(n_ranges):
+        ptr[r + 1] += ptr[r]
+    fill = ptr[:-1].copy()
+    idx = np.empty(ptr[n_ranges], dtype=np.int64)
+    for d in range(first, d_hi, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            r = range_of[tokens[i]]
+            idx[fill[r]] = i
+            fill[r] += 1
+    return counts, ptr, idx
 
 
 @njit(nogil=True, cache=True)
 def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
                 symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
-                w_mass, w_topic, w_thr, w_alias, w_prob, half, d_lo, d_hi, wlo, whi):
+                w_mass, w_topic, w_thr, w_alias, w_prob, half, d_lo, d_hi, wlo, whi, record):
     """Resample the half's tokens of the documents ``[d_lo, d_hi)`` with words ``[wlo, whi)``.
 
     The half: the documents ``d % 2 == half``. The tables: the half's, those of that word
     range (its row ``r`` is word ``wlo + r``).
     Writes ``z`` of those tokens, the rows ``n_wk[wlo:whi]`` and ``n_k``; reads the topics
-    of every token of those documents. Returns ``(state, accepted, proposed)``.
+    of every token of those documents. Returns ``(state, accepted, proposed, moved)``:
+    ``moved`` the tokens whose topic changed, with ``record`` (else empty).
     """
     n_topics = n_k.shape[0]
     v_beta = n_words * beta
@@ -272,6 +316,8 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
     who_d = np.empty(cap, dtype=np.int64)  # word order -> document within the block
     n_accept = 0
     n_propose = 0
+    moved = np.empty(1024 if record else 0, dtype=np.int64)
+    n_moved = 0
     d0 = d_lo + ((d_lo + half) & 1)  # the first document of this half in the range
     while d0 < d_hi:
         d1 = min(d_hi, d0 + 2 * block_docs)  # documents d0, d0 + 2, ... < d1
@@ -326,6 +372,7 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
                 lo = doc_ptr[d0 + 2 * dl]
                 n_doc = doc_ptr[d0 + 2 * dl + 1] - lo
                 s = np.int64(z[i])
+                s0 = s
                 n_dk[dl, s] -= 1
                 n_wk[w, s] -= 1
                 n_k[s] -= 1
@@ -388,6 +435,13 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
                     else:
                         n_accept += 1
                 z[i] = s
+                if record and s != s0:
+                    if n_moved == moved.shape[0]:
+                        grown = np.empty(2 * n_moved, dtype=np.int64)
+                        grown[:n_moved] = moved
+                        moved = grown
+                    moved[n_moved] = i
+                    n_moved += 1
                 n_dk[dl, s] += 1
                 n_wk[w, s] += 1
                 n_k[s] += 1
@@ -400,7 +454,7 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
             for i in range(doc_ptr[d], doc_ptr[d + 1]):
                 n_dk[dl, z[i]] = 0
         d0 = d1
-    return state, n_accept, n_propose
+    return state, n_accept, n_propose, moved[:n_moved]
 
 
 class LightLDASampler(Sampler):
@@ -458,9 +512,9 @@ class LightLDASampler(Sampler):
         accept_rate = run.sweep(z, n_wk, n_k, alpha, float(beta), float(n_words), key.state(),
                                 self.mh_steps)
         # the delta by word range on the threads; the ranges' COOs in order are the whole
-        parts = run.on_threads(_sweep_delta_range, [
-            (tokens, z_old, z, run.wcut[r], run.wcut[r + 1], n_wk.shape[1])
-            for r in range(n_threads)])
+        parts = run.on_threads(_moves_delta, [
+            (np.concatenate(run.moved[r]), tokens, z_old, z, run.wcut[r], run.wcut[r + 1],
+             n_wk.shape[1]) for r in range(n_threads)])
         words, topics, counts = (np.concatenate([p[j] for p in parts]) for j in range(3))
         delta_k = np.sum([p[3] for p in parts], axis=0)
         return SweepResult(words, topics, counts, delta_k, int(tokens.shape[0]), accept_rate,
@@ -492,6 +546,9 @@ class _Partitioned:
         at = np.cumsum(np.bincount(tokens, minlength=n_rows))
         self.dcut = self._cuts(np.searchsorted(doc_ptr, even), n_docs)
         self.wcut = self._cuts(np.searchsorted(at, even), n_rows)
+        self.range_of = (np.searchsorted(self.wcut, np.arange(n_rows), side="right")
+                         - 1).astype(np.int32)
+        self.moved: list[list[np.ndarray]] = [[] for _ in range(n_threads)]  # by word range
         self.pool_cpu = 0.0
 
     @staticmethod
@@ -513,23 +570,29 @@ class _Partitioned:
         a_tables = _alpha_tables(alpha, symmetric)
         n_accept, n_propose = 0, 0
         for half in range(2):
-            # the tables from the counts without the half, each word range on a thread
-            in_half = self.on_threads(_half_topic_counts, [
-                (doc_ptr, z, half, dcut[i], dcut[i + 1], self.n_topics) for i in range(t)])
-            coef, *dense = _other_tables(n_k - np.sum(in_half, axis=0), beta, n_words * beta)
-            tables = self.on_threads(_half_tables, [
-                (tokens, doc_ptr, z, n_wk, coef, half, wcut[r], wcut[r + 1]) for r in range(t)])
+            # the half's tokens of each document range by word range, and their topics
+            lists = self.on_threads(_half_lists, [
+                (tokens, doc_ptr, z, half, dcut[i], dcut[i + 1], self.range_of, t,
+                 self.n_topics) for i in range(t)])
+            coef, *dense = _other_tables(n_k - np.sum([c for c, _, _ in lists], axis=0), beta,
+                                         n_words * beta)
+            # the tables from the counts without the half, a word range on each thread
+            tables = self.on_threads(_tables_of, [
+                (np.concatenate([idx[ptr[r]:ptr[r + 1]] for _, ptr, idx in lists]), tokens, z,
+                 n_wk, coef, wcut[r], wcut[r + 1]) for r in range(t)])
             for step in range(t):
                 # thread i: document range i, word range (i + step) % t, its own n_k copy
                 tag = np.uint64((0x4C << 56) | (half << 48) | (step << 32))
                 own_k = [n_k.copy() for _ in range(t)]
                 ranges = [(i + step) % t for i in range(t)]
-                for _, acc, prop in self.on_threads(_half_sweep, [
-                        (tokens, doc_ptr, z, n_wk, own_k[i], alpha, a_tables[0], beta, n_words,
-                         np.uint64(_substream(state, tag, i)), mh_steps, symmetric,  # (an int)
-                         *a_tables[1:], *dense, *tables[r], half, dcut[i], dcut[i + 1],
-                         wcut[r], wcut[r + 1]) for i, r in enumerate(ranges)]):
+                out = self.on_threads(_half_sweep, [
+                    (tokens, doc_ptr, z, n_wk, own_k[i], alpha, a_tables[0], beta, n_words,
+                     np.uint64(_substream(state, tag, i)), mh_steps, symmetric,  # (an int)
+                     *a_tables[1:], *dense, *tables[r], half, dcut[i], dcut[i + 1], wcut[r],
+                     wcut[r + 1], True) for i, r in enumerate(ranges)])
+                for r, (_, acc, prop, moved) in zip(ranges, out, strict=True):
                     n_accept += acc
                     n_propose += prop
+                    self.moved[r].append(moved)
                 n_k += np.sum(own_k, axis=0) - t * n_k  # every copy's moves
         return n_accept / n_propose if n_propose else None
