@@ -10,13 +10,12 @@ existed). The CLI prints the pick and its reason; the ``start`` record carries i
 
 Processes against threads: a process has its own table cache, pull and push per clock and
 its own Python orchestration; threads share one cache. How they share it depends on the
-sampler (``docs/design.md``, "In-process scheme"): warplda sweeps all of a process's shards
-as one sweep on all its threads (the chain of one thread), the exact samplers give each
-thread its own part and exchange moves in rounds (AD-LDA inside the process). Which layout
+sampler (``docs/design.md``, "In-process scheme"): warplda and lightlda sweep all of a
+process's shards as one sweep on all its threads (``threads_per_sweep``), cgs gives each
+thread its own part and exchanges moves in rounds (AD-LDA inside the process). Which layout
 is faster depends on that and on the machine (memory bandwidth, cores, what else runs),
 which is why it is measured per sampler rather than ruled: ``warplda`` at K = 1,000 for
-the runs that use it, ``cgs`` at K = 100 for the others (lightlda shares the exact samplers'
-scheme).
+the runs of the samplers that share a sweep, ``cgs`` at K = 100 for the others.
 """
 
 from __future__ import annotations
@@ -45,12 +44,23 @@ MEASURE_SAMPLERS = {"cgs": 100, "warplda": 1000}
 def measured_as(sampler: str) -> str:
     """Return the measured sampler whose layout a run of ``sampler`` takes.
 
+    A sampler that shares one sweep on a process's threads (``threads_per_sweep``) takes
+    warplda's, the others cgs's.
+
     Examples
     --------
-    >>> measured_as("warplda"), measured_as("lightlda")
-    ('warplda', 'cgs')
+    >>> measured_as("warplda"), measured_as("lightlda"), measured_as("cgs")
+    ('warplda', 'warplda', 'cgs')
     """
-    return sampler if sampler in MEASURE_SAMPLERS else "cgs"
+    if sampler in MEASURE_SAMPLERS:
+        return sampler
+    from biglda.samplers import get_sampler
+
+    try:
+        shares = bool(getattr(get_sampler(sampler), "threads_per_sweep", False))
+    except Exception:  # an unknown sampler fails later, where the run checks it
+        shares = False
+    return "warplda" if shares else "cgs"
 
 
 class LayoutChoice(NamedTuple):
