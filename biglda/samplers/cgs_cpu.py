@@ -42,12 +42,14 @@ row, so memory is O(N + V_local K), never D × K.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Executor
 
 import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers.base import Sampler
+from biglda.samplers.base import Sampler, SweepResult
+from biglda.samplers.partition import partitioned_sweep
 from biglda.samplers.rng import _next_float
 
 logger = logging.getLogger(__name__)
@@ -60,6 +62,8 @@ VARIANTS = ("sparse", "dense", "plain")
 DENSE_ABOVE = 0.2
 # At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian).
 _DENSITY_ENTRIES = 1 << 22
+# The sub-streams of a sweep on several threads (biglda.samplers.partition), by kernel.
+_TAG_DENSE, _TAG_SPARSE = 0x43 << 56, 0x53 << 56
 
 
 @njit(nogil=True, cache=True)
@@ -114,6 +118,19 @@ _LANES_U = np.uint64(_LANES)
 def _cgs_dense_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
     """One O(K) sweep built to vectorize; same arguments and effects as the others.
 
+    :func:`_dense_part` of every document and word.
+    """
+    return _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 0,
+                       doc_ptr.shape[0] - 1, 0, n_wk.shape[0], False)[0]
+
+
+@njit(nogil=True, cache=True)
+def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo, d_hi, wlo,
+                whi, record):
+    """Sweep the tokens of the documents ``[d_lo, d_hi)`` with words in ``[wlo, whi)``.
+
+    Returns ``(state, moved)``: the tokens it moved, with ``record`` (else empty).
+
     Per token: p_k = qc_k (n_wk + beta) in float32 with qc_k = (alpha_k + n_dk) / (n_k +
     V beta) kept per topic (one SIMD loop), then per-lane running sums in place (a second
     one: its dependence distance is _LANES). u (float64) picks a lane by the lane totals,
@@ -135,7 +152,9 @@ def _cgs_dense_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
     p = np.zeros(width, dtype=np.float32)
     tree = np.empty(_LANES // 2, dtype=np.float64)
     n_dk = np.zeros(n_topics, dtype=np.int32)
-    for d in range(doc_ptr.shape[0] - 1):
+    moved = np.empty(1024 if record else 0, dtype=np.int64)
+    n_moved = 0
+    for d in range(d_lo, d_hi):
         lo = doc_ptr[d]
         hi = doc_ptr[d + 1]
         for i in range(lo, hi):
@@ -145,6 +164,8 @@ def _cgs_dense_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
             qc[t] = (alpha[t] + n_dk[t]) * coef[t]
         for i in range(lo, hi):
             w = tokens[i]
+            if w < wlo or w >= whi:
+                continue
             s = z[i]
             n_dk[s] -= 1
             n_k[s] -= 1
@@ -182,6 +203,8 @@ def _cgs_dense_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
             while t + _LANES < n_topics and u >= p[t]:
                 t += _LANES
             z[i] = t
+            if record and t != s:
+                moved, n_moved = _note(moved, n_moved, i)
             n_dk[t] += 1
             n_k[t] += 1
             n_wk[w, t] += 1
@@ -191,7 +214,7 @@ def _cgs_dense_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
             t = z[i]
             n_dk[t] = 0
             qc[t] = alpha[t] * coef[t]
-    return state
+    return state, moved[:n_moved]
 
 
 @njit(nogil=True, cache=True)
@@ -230,10 +253,19 @@ def _word_lists(tokens, n_wk, bits):
     word's list is min(K, nnz(row) + local occurrences): a sweep can create at most one
     new non-zero per occurrence, so the lists never overflow.
     """
-    n_rows, n_topics = n_wk.shape
-    occ = np.zeros(n_rows, dtype=np.int64)
+    occ = np.zeros(n_wk.shape[0], dtype=np.int64)
     for i in range(tokens.shape[0]):
         occ[tokens[i]] += 1
+    return _word_lists_of(occ, n_wk, bits, tokens.shape[0])
+
+
+@njit(nogil=True, cache=True)
+def _word_lists_of(occ, n_wk, bits, n_tokens):
+    """:func:`_word_lists` of the rows ``n_wk`` with ``occ`` local occurrences each.
+
+    ``n_tokens`` only sizes the first buffer (it grows as needed).
+    """
+    n_rows, n_topics = n_wk.shape
     start = np.zeros(n_rows + 1, dtype=np.int64)
     length = np.zeros(n_rows, dtype=np.int64)
     # one pass over the dense rows (they dominate at large K), into a growing buffer
@@ -241,7 +273,7 @@ def _word_lists(tokens, n_wk, bits):
     for w in range(n_rows):
         if occ[w] > 0:
             n_used += 1
-    packed = np.empty(max(16, min(n_used * n_topics, 2 * tokens.shape[0])), dtype=np.int64)
+    packed = np.empty(max(16, min(n_used * n_topics, 2 * n_tokens)), dtype=np.int64)
     p = 0
     for w in range(n_rows):
         start[w] = p
@@ -272,14 +304,50 @@ def _word_lists(tokens, n_wk, bits):
 
 @njit(nogil=True, cache=True)
 def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
-    """One SparseLDA sweep (exact); same arguments and effects as ``_cgs_plain_sweep``."""
-    n_topics = n_k.shape[0]
-    v_beta = n_words * beta
+    """One SparseLDA sweep (exact); same arguments and effects as ``_cgs_plain_sweep``.
+
+    :func:`_sparse_part` of every document and word.
+    """
+    bits = _topic_bits(n_k.shape[0])
+    w_start, w_len, packed = _word_lists(tokens, n_wk, bits)
+    return _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_start,
+                        w_len, packed, bits, 0, doc_ptr.shape[0] - 1, 0, n_wk.shape[0],
+                        False)[0]
+
+
+@njit(nogil=True, cache=True)
+def _topic_bits(n_topics):
+    """Return the bits a topic takes in a word list's packed entry."""
     bits = 1
     while (1 << bits) < n_topics:
         bits += 1
+    return bits
+
+
+@njit(nogil=True, cache=True)
+def _note(moved, n_moved, i):
+    """Append token ``i`` to the growing list ``moved[:n_moved]``; return both anew."""
+    if n_moved == moved.shape[0]:
+        grown = np.empty(2 * n_moved, dtype=np.int64)
+        grown[:n_moved] = moved
+        moved = grown
+    moved[n_moved] = i
+    return moved, n_moved + 1
+
+
+@njit(nogil=True, cache=True)
+def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_start, w_len,
+                 packed, bits, d_lo, d_hi, wlo, whi, record):
+    """SparseLDA on the tokens of the documents ``[d_lo, d_hi)`` with words in ``[wlo, whi)``.
+
+    With the word lists of those words (row ``r``: word ``wlo + r``). Returns ``(state,
+    moved)``: the tokens it moved, with ``record`` (else empty).
+    """
+    n_topics = n_k.shape[0]
+    v_beta = n_words * beta
     mask = (np.int64(1) << bits) - 1
-    w_start, w_len, packed = _word_lists(tokens, n_wk, bits)
+    moved = np.empty(1024 if record else 0, dtype=np.int64)
+    n_moved = 0
 
     coef = np.empty(n_topics, dtype=np.float64)  # 1 / (n_k + V beta)
     qc = np.empty(n_topics, dtype=np.float64)  # (alpha_k + n_dk) / (n_k + V beta)
@@ -297,7 +365,7 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
     q_score = np.empty(max_len, dtype=np.float64)
 
     s_mass = 0.0
-    for d in range(doc_ptr.shape[0] - 1):
+    for d in range(d_lo, d_hi):
         if d % 256 == 0:  # refresh the incrementally kept smoothing mass against drift
             s_mass = 0.0
             for k in range(n_topics):
@@ -320,6 +388,9 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
 
         for i in range(lo, hi):
             w = tokens[i]
+            if w < wlo or w >= whi:
+                continue
+            wr = w - wlo  # its word list
             s = np.int64(z[i])
             # --- remove token i from every count and bucket ---
             s_mass -= alpha[s] * beta * coef[s]
@@ -339,8 +410,8 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
                 d_pos[last] = p
                 d_pos[s] = -1
             # --- word bucket over the word's non-zero topics, with s counted once less ---
-            base = w_start[w]
-            n_w = w_len[w]
+            base = w_start[wr]
+            n_w = w_len[wr]
             # Four accumulators: one serial chain of float adds would bound this loop by
             # the add latency (it is the hot loop at small K and in early sweeps).
             pos_s = 0
@@ -457,7 +528,7 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
                     packed[base + j] = packed[base + j - 1]
                     j -= 1
                 packed[base + j] = val
-                w_len[w] = n_w
+                w_len[wr] = n_w
 
             # --- add token i back with topic t ---
             s_mass -= alpha[t] * beta * coef[t]
@@ -474,6 +545,8 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
             r_mass += beta * n_dk[t] * coef[t]
             qc[t] = (alpha[t] + n_dk[t]) * coef[t]
             z[i] = t
+            if record and t != s:
+                moved, n_moved = _note(moved, n_moved, i)
 
         # leave the scratch rows as they were: zero counts, alpha-only coefficients
         for j in range(n_d):
@@ -481,7 +554,7 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
             n_dk[t] = 0
             d_pos[t] = -1
             qc[t] = alpha[t] * coef[t]
-    return state
+    return state, moved[:n_moved]
 
 
 class CGSSampler(Sampler):
@@ -508,6 +581,14 @@ class CGSSampler(Sampler):
     algorithm = "cgs"
     backend = "cpu"
 
+    @property
+    def threads_per_sweep(self) -> bool:
+        """Say whether a sweep takes several threads: not with the "plain" kernel.
+
+        ``sweep(..., pool=, n_threads=)``: :mod:`biglda.samplers.partition`.
+        """
+        return self.variant != "plain"
+
     def __init__(self, variant: str = "sparse", dense_above: float = DENSE_ABOVE):
         if variant not in VARIANTS:
             raise ConfigError(f"unknown cgs variant {variant!r}; expected one of "
@@ -521,17 +602,59 @@ class CGSSampler(Sampler):
         """Return the kernel ("dense" or "sparse") the "sparse" variant runs at this density."""
         return "dense" if density >= self.dense_above else "sparse"
 
+    def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
+              pool: Executor | None = None, n_threads: int = 1) -> SweepResult:
+        """Resample every token of one shard once (see :meth:`Sampler.sweep`).
+
+        ``n_threads`` > 1 threads share the sweep ("sparse" and "dense"): this one and
+        ``n_threads - 1`` of ``pool``, by tomotopy's PARTITION
+        (:mod:`biglda.samplers.partition`: exact but for ``n_k``).
+        """
+        n_threads = max(1, int(n_threads))
+        if n_threads == 1:
+            return super().sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
+        if not self.threads_per_sweep:
+            raise ValueError(f"the {self.variant!r} cgs kernel sweeps on one thread")
+        return partitioned_sweep(
+            lambda part, a, state: self._run_partitioned(part, tokens, doc_ptr, z, n_wk, n_k,
+                                                         a, float(beta), float(n_words),
+                                                         state),
+            tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads)
+
+    def _kernel(self, tokens, n_wk) -> str:
+        """Return the kernel of this sweep: "plain", "dense" or "sparse"."""
+        if self.variant != "sparse":
+            return self.variant
+        density = _row_density(tokens, n_wk, _DENSITY_ENTRIES)
+        choice = self.kernel_for(density)
+        logger.debug("cgs sweep: row density %.3f, %s kernel", density, choice)
+        return choice
+
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
-        if self.variant == "plain":
-            kernel = _cgs_plain_sweep
-        elif self.variant == "dense":
-            kernel = _cgs_dense_sweep
-        else:
-            density = _row_density(tokens, n_wk, _DENSITY_ENTRIES)
-            choice = self.kernel_for(density)
-            logger.debug("cgs sweep: row density %.3f, %s kernel", density, choice)
-            kernel = _cgs_dense_sweep if choice == "dense" else _cgs_sparse_sweep
+        kernel = {"plain": _cgs_plain_sweep, "dense": _cgs_dense_sweep,
+                  "sparse": _cgs_sparse_sweep}[self._kernel(tokens, n_wk)]
         kernel(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
+        return None
+
+    def _run_partitioned(self, part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
+                         state):
+        """Sweep on the threads of ``part`` (a :class:`Partition`) with this sweep's kernel."""
+        dcut, wcut = part.dcut, part.wcut
+        if self._kernel(tokens, n_wk) == "dense":
+            part.run_steps(_dense_part, lambda i, r, own_k, sub: (
+                tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, dcut[i],
+                dcut[i + 1], wcut[r], wcut[r + 1], part.record), n_k, state, _TAG_DENSE)
+            return None
+        # the word lists of each word range, on the threads; a step's part of range r moves
+        # them (one part of a step per range)
+        bits = _topic_bits(n_k.shape[0])
+        occ = np.bincount(tokens, minlength=n_wk.shape[0])
+        lists = part.on_threads(_word_lists_of, [
+            (occ[wcut[r]:wcut[r + 1]], n_wk[wcut[r]:wcut[r + 1]], bits,
+             int(occ[wcut[r]:wcut[r + 1]].sum())) for r in range(part.t)])
+        part.run_steps(_sparse_part, lambda i, r, own_k, sub: (
+            tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, *lists[r], bits,
+            dcut[i], dcut[i + 1], wcut[r], wcut[r + 1], part.record), n_k, state, _TAG_SPARSE)
         return None
 
     def __repr__(self) -> str:

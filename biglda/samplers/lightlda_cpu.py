@@ -35,17 +35,16 @@ the Debian corpus (V = 18,811) within noise of it.
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import Executor
 
 import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _build_alias, _moves_delta, _sample_alias
-from biglda.samplers.base import Sampler, SweepResult, check_sweep_args
-from biglda.samplers.parts import run_parts
-from biglda.samplers.rng import _next_float, _next_int, _substream
+from biglda.samplers._kernels import _build_alias, _sample_alias
+from biglda.samplers.base import Sampler, SweepResult
+from biglda.samplers.partition import partitioned_sweep
+from biglda.samplers.rng import _next_float, _next_int
 
 # Entries of the dense doc-topic block n_dk[docs, K] (int32): 4 MiB, so a block's counts stay
 # in the last-level cache while its tokens are visited word by word.
@@ -510,23 +509,12 @@ class LightLDASampler(Sampler):
         n_threads = max(1, int(n_threads))
         if n_threads == 1:
             return super().sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
-        if pool is None:
-            raise ValueError(f"{n_threads} threads need a pool")
-        alpha = check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
-        t0, c0 = time.perf_counter(), time.thread_time()
-        run = _Partitioned(tokens, doc_ptr, n_wk.shape, pool, n_threads)
-        z_old = z.copy()
-        accept_rate = run.sweep(z, n_wk, n_k, alpha, float(beta), float(n_words), key.state(),
-                                self.mh_steps)
-        # the delta by word range on the threads; the ranges' COOs in order are the whole
-        parts = run.on_threads(_moves_delta, [
-            (np.concatenate(run.moved[r]), tokens, z_old, z, run.wcut[r], run.wcut[r + 1],
-             n_wk.shape[1]) for r in range(n_threads)])
-        words, topics, counts = (np.concatenate([p[j] for p in parts]) for j in range(3))
-        delta_k = np.sum([p[3] for p in parts], axis=0)
-        return SweepResult(words, topics, counts, delta_k, int(tokens.shape[0]), accept_rate,
-                           time.perf_counter() - t0,
-                           cpu_seconds=time.thread_time() - c0 + run.pool_cpu)
+        return partitioned_sweep(
+            lambda part, a, state: _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, a,
+                                                      float(beta), float(n_words), state,
+                                                      self.mh_steps),
+            tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
+            WORD_COST_POWER)
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         symmetric = bool(np.all(alpha == alpha[0]))
@@ -539,70 +527,30 @@ class LightLDASampler(Sampler):
         return f"LightLDASampler(mh_steps={self.mh_steps})"
 
 
-class _Partitioned:
-    """One sweep of :class:`LightLDASampler` on T threads (the class docstring's scheme).
-
-    ``dcut`` cuts the documents and ``wcut`` the vocabulary into T ranges of about equal
-    tokens. ``pool_cpu`` sums the CPU seconds of the pool's threads in :meth:`on_threads`.
-    """
-
-    def __init__(self, tokens, doc_ptr, shape, pool, n_threads) -> None:
-        (n_rows, self.n_topics), n_docs = shape, doc_ptr.shape[0] - 1
-        self.tokens, self.doc_ptr, self.pool, self.t = tokens, doc_ptr, pool, n_threads
-        even = np.linspace(0, tokens.shape[0], n_threads + 1)[1:-1]
-        # word ranges of about equal cost (WORD_COST_POWER)
-        cost = np.cumsum(np.bincount(tokens, minlength=n_rows) ** WORD_COST_POWER)
-        total = cost[-1] if len(cost) else 0.0
-        self.dcut = self._cuts(np.searchsorted(doc_ptr, even), n_docs)
-        self.wcut = self._cuts(np.searchsorted(cost, total * even / max(1, tokens.shape[0])),
-                               n_rows)
-        self.range_of = (np.searchsorted(self.wcut, np.arange(n_rows), side="right")
-                         - 1).astype(np.int32)
-        self.moved: list[list[np.ndarray]] = [[] for _ in range(n_threads)]  # by word range
-        self.pool_cpu = 0.0
-
-    @staticmethod
-    def _cuts(inner, end: int) -> np.ndarray:
-        cuts = np.concatenate([[0], inner, [end]]).astype(np.int64)
-        return np.minimum(np.maximum.accumulate(cuts), end)
-
-    def on_threads(self, kernel, calls) -> list:
-        """Return ``[kernel(*calls[i]) for i]``, computed on the T threads."""
-        c0 = time.thread_time()
-        out, cpu = run_parts(self.pool, self.t, len(calls), lambda i: kernel(*calls[i]))
-        self.pool_cpu += max(0.0, cpu - (time.thread_time() - c0))
-        return out
-
-    def sweep(self, z, n_wk, n_k, alpha, beta, n_words, state, mh_steps):
-        """Sweep both halves; return the accept rate."""
-        tokens, doc_ptr, dcut, wcut, t = self.tokens, self.doc_ptr, self.dcut, self.wcut, self.t
-        symmetric = bool(np.all(alpha == alpha[0]))
-        a_tables = _alpha_tables(alpha, symmetric)
-        n_accept, n_propose = 0, 0
-        for half in range(2):
-            # the half's tokens of each document range by word range, and their topics
-            lists = self.on_threads(_half_lists, [
-                (tokens, doc_ptr, z, half, dcut[i], dcut[i + 1], self.range_of, t,
-                 self.n_topics) for i in range(t)])
-            coef, *dense = _other_tables(n_k - np.sum([c for c, _, _ in lists], axis=0), beta,
-                                         n_words * beta)
-            # the tables from the counts without the half, a word range on each thread
-            tables = self.on_threads(_tables_of, [
-                (np.concatenate([idx[ptr[r]:ptr[r + 1]] for _, ptr, idx in lists]), tokens, z,
-                 n_wk, coef, wcut[r], wcut[r + 1]) for r in range(t)])
-            for step in range(t):
-                # thread i: document range i, word range (i + step) % t, its own n_k copy
-                tag = np.uint64((0x4C << 56) | (half << 48) | (step << 32))
-                own_k = [n_k.copy() for _ in range(t)]
-                ranges = [(i + step) % t for i in range(t)]
-                out = self.on_threads(_half_sweep, [
-                    (tokens, doc_ptr, z, n_wk, own_k[i], alpha, a_tables[0], beta, n_words,
-                     np.uint64(_substream(state, tag, i)), mh_steps, symmetric,  # (an int)
-                     *a_tables[1:], *dense, *tables[r], half, dcut[i], dcut[i + 1], wcut[r],
-                     wcut[r + 1], True) for i, r in enumerate(ranges)])
-                for r, (_, acc, prop, moved) in zip(ranges, out, strict=True):
-                    n_accept += acc
-                    n_propose += prop
-                    self.moved[r].append(moved)
-                n_k += np.sum(own_k, axis=0) - t * n_k  # every copy's moves
-        return n_accept / n_propose if n_propose else None
+def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state,
+                       mh_steps):
+    """Sweep both halves on the threads of ``part`` (a :class:`Partition`); the accept rate."""
+    t, dcut, wcut, n_topics = part.t, part.dcut, part.wcut, n_k.shape[0]
+    symmetric = bool(np.all(alpha == alpha[0]))
+    a_sum, *a_tables = _alpha_tables(alpha, symmetric)
+    n_accept, n_propose = 0, 0
+    for half in range(2):
+        # the half's tokens of each document range by word range, and their topics
+        lists = part.on_threads(_half_lists, [
+            (tokens, doc_ptr, z, half, dcut[i], dcut[i + 1], part.range_of, t, n_topics)
+            for i in range(t)])
+        coef, *dense = _other_tables(n_k - np.sum([c for c, _, _ in lists], axis=0), beta,
+                                     n_words * beta)
+        # the tables from the counts without the half, a word range on each thread
+        tables = part.on_threads(_tables_of, [
+            (np.concatenate([idx[ptr[r]:ptr[r + 1]] for _, ptr, idx in lists]), tokens, z,
+             n_wk, coef, wcut[r], wcut[r + 1]) for r in range(t)])
+        for _, acc, prop, _ in part.run_steps(
+                _half_sweep, lambda i, r, own_k, sub, h=half, tab=tables, den=dense: (
+                    tokens, doc_ptr, z, n_wk, own_k, alpha, a_sum, beta, n_words, sub,
+                    mh_steps, symmetric, *a_tables, *den, *tab[r], h, dcut[i], dcut[i + 1],
+                    wcut[r], wcut[r + 1], part.record),
+                n_k, state, (0x4C << 56) | (half << 48)):
+            n_accept += acc
+            n_propose += prop
+    return n_accept / n_propose if n_propose else None

@@ -4,11 +4,12 @@ Design: a task per worker process holds all its document shards — tokens, ``z`
 table cache over the union of their vocabularies (:class:`biglda.ps.ProcessCache`) in local
 variables for the whole run and loops over all clocks: wait for the SSP clock (every shard),
 pull once, sweep with its threads (a ``ThreadPoolExecutor`` of numba ``nogil`` sweeps: for
-cgs one sweep per thread over its shards' documents concatenated, threads other than the
-first on a copy of the cache, their deltas added after, or after each round: AD-LDA within
-the process; for a sampler with ``threads_per_sweep`` one sweep of all the process's shards
-that all its threads share, on the one table: warplda's, the chain of one thread, and
-lightlda's, partitioned by documents and words so that only ``n_k`` lags), push once
+a sampler with ``threads_per_sweep`` one sweep of all the process's shards that all its
+threads share, on the one table: warplda's, the chain of one thread, and cgs's and
+lightlda's, partitioned by documents and words so that only ``n_k`` lags; for the others
+(cgs's plain kernel) one sweep per thread over its shards' documents concatenated, threads
+other than the first on a copy of the cache, their deltas added after, or after each round:
+AD-LDA within the process), push once
 (the doc LL meanwhile), checkpoint, tick every shard. Pulls, pushes and per-word tables are
 made once per process (per thread for the tables) per clock, not once per shard. The
 alternative, one task per shard per clock with the state in a worker-held object, pays a
@@ -19,7 +20,7 @@ either way (measurements in pipelines/README.md). The driver submits
 a dead actor does not hold the thread a recovered run needs). Each worker runs its actors'
 sync methods in a separate actor thread and ``async`` ones (the clock) on its event loop, so
 a task waiting on a clock never blocks an actor. A GPU worker runs one thread. In rounds
-(``--rounds``; by default with several threads and cgs, or with
+(``--rounds``; by default with several parts and cgs, or with
 ``--comm-budget``: :func:`rounds_of`) each thread sweeps a clock in runs of documents; after
 each round the threads add each other's moves, and with a budget the process sends and
 receives early updates (:mod:`biglda.ps.managed`, :func:`_sweep_threads`).
@@ -368,19 +369,20 @@ def _push_recounts(spec: GroupSpec, proc: _ProcessState, worker: str, backend: s
         for st in proc.shards}, spec.cfg.call_timeout)
 
 
-#: Samplers whose chains lose by the threads' one-clock lag (AD-LDA) and gain from rounds: cgs,
-#: whose threads sweep copies of the table. warplda and lightlda sweep the one table on all
-#: the threads (``threads_per_sweep``); warplda delays its own count updates to the end of a
-#: pass anyway, and cutting its passes into rounds made its chain worse (pipelines/README.md,
-#: "Rounds").
+#: Samplers whose chains lose by the threads' one-clock lag (AD-LDA) and gain from rounds, when
+#: their threads sweep copies of the table: cgs (its plain kernel; its others, lightlda and
+#: warplda sweep the one table on all the threads, ``threads_per_sweep``, so a process has
+#: one part and one round). warplda delays its own count updates to the end of a pass anyway,
+#: and cutting its passes into rounds made its chain worse (pipelines/README.md, "Rounds").
 ROUND_SAMPLERS = ("cgs",)
 
 
 def rounds_of(cfg: TrainConfig, n_threads: int, algorithm: str) -> int:
     """Return the rounds a clock is swept in.
 
-    ``--rounds`` if given; else 4 with a ``--comm-budget``, or with several threads and an
-    exact sampler (:data:`ROUND_SAMPLERS`); else 1.
+    ``--rounds`` if given; else 4 with a ``--comm-budget``, or with several parts
+    (``n_threads``: threads that sweep parts of their own) and a sampler of
+    :data:`ROUND_SAMPLERS`; else 1.
     """
     from biglda.ps.managed import ROUNDS
 

@@ -32,8 +32,8 @@ def _run(client, url, out=None, sampler="lightlda", **kw):
 @pytest.mark.parametrize("sampler", ["cgs", "lightlda", "warplda"])
 def test_threads_and_shards_share_one_process_cache(threaded_cluster, synth_corpus, recount,
                                                     tmp_path, sampler):
-    # cgs: a part per thread (rounds); lightlda, warplda: one sweep of the process on its
-    # threads (lightlda's partitioned by documents and words)
+    # one sweep of the process on its threads: cgs's and lightlda's partitioned by documents
+    # and words, warplda's by blocks
     url, _ = synth_corpus
     out = str(tmp_path / "model.zarr")
     first = _run(threaded_cluster, url, out=out, iterations=3, checkpoint_every=2,
@@ -62,11 +62,12 @@ def test_threads_and_shards_share_one_process_cache(threaded_cluster, synth_corp
 
 def test_managed_communication_with_threads_and_shards(threaded_cluster, synth_corpus,
                                                        recount):
-    """--comm-budget with 2 threads x 3 shards per process: rounds of each thread's range,
-    offers folded into the cache and the threads' copies; the table stays the recount."""
+    """--comm-budget with 2 threads x 3 shards per process (cgs's plain kernel: a part per
+    thread): rounds of each thread's range, offers folded into the cache and the threads'
+    copies; the table stays the recount."""
     url, _ = synth_corpus
     r = _run(threaded_cluster, url, iterations=4, checkpoint_every=0, staleness=1,
-             comm_budget=5.0, sampler="cgs")
+             comm_budget=5.0, sampler="cgs", sampler_params={"variant": "plain"})
     n_wk, n_k, _ = recount(url, r)
     np.testing.assert_array_equal(r.n_wk, n_wk)
     np.testing.assert_array_equal(r.n_k, n_k)
@@ -88,10 +89,11 @@ def test_rounds_follow_the_documented_rule():
 
 
 def test_rounds_are_the_reference_scheme(synth_corpus):
-    """1 process x 2 threads, BSP, 3 rounds, cgs: the trained ``z`` equals a NumPy-level
-    replay of the scheme (each round every thread sweeps its round's documents on a copy of
-    the round's table with the stream (seed, clock, shard, round); then the table gets every
-    thread's moves)."""
+    """1 process x 2 threads, BSP, 3 rounds, cgs's plain kernel (the one sampler that still
+    gives each thread its own part): the trained ``z`` equals a NumPy-level replay of the
+    scheme (each round every thread sweeps its round's documents on a copy of the round's
+    table with the stream (seed, clock, shard, round); then the table gets every thread's
+    moves)."""
     from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
     from biglda.trainer.cluster import connect
 
@@ -99,7 +101,8 @@ def test_rounds_are_the_reference_scheme(synth_corpus):
     rounds, iterations, k, seed = 3, 2, 8, 4
     with connect(workers=1, threads_per_worker=2) as client:
         cfg = TrainConfig(n_topics=k, n_shards=2, sampler="cgs", seed=seed, rounds=rounds,
-                          iterations=iterations, checkpoint_every=0, top_words_every=0)
+                          iterations=iterations, checkpoint_every=0, top_words_every=0,
+                          sampler_params={"variant": "plain"})
         r = run_training(client, validate(url, None, cfg, overwrite=False), cfg)
     corpus = Corpus.open(url)
     shards = sorted(r.shards, key=lambda s: s.index)
@@ -110,7 +113,7 @@ def test_rounds_are_the_reference_scheme(synth_corpus):
     ptr_all = np.concatenate([[0]] + [p[1:] + s.token_start for s, (_, p) in zip(
         shards, data, strict=True)]).astype(np.int64)
     n_wk, n_k = count_from_z(tokens_all, ptr_all, np.concatenate(z), corpus.n_words, k)
-    sampler = get_sampler("cgs")
+    sampler = get_sampler("cgs", variant="plain")
     alpha = np.full(k, 0.1)
     for clock in range(iterations):
         for rnd in range(rounds):
