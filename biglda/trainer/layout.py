@@ -10,12 +10,13 @@ existed). The CLI prints the pick and its reason; the ``start`` record carries i
 
 Processes against threads: a process has its own table cache, pull and push per clock and
 its own Python orchestration; threads share one cache. How they share it depends on the
-sampler (``docs/design.md``, "In-process scheme"): warplda and lightlda sweep all of a
-process's shards as one sweep on all its threads (``threads_per_sweep``), cgs gives each
-thread its own part and exchanges moves in rounds (AD-LDA inside the process). Which layout
-is faster depends on that and on the machine (memory bandwidth, cores, what else runs),
-which is why it is measured per sampler rather than ruled: ``warplda`` at K = 1,000 for
-the runs of the samplers that share a sweep, ``cgs`` at K = 100 for the others.
+sampler (``docs/design.md``, "In-process scheme"): all of a process's shards are one sweep
+on all its threads (``threads_per_sweep``), warplda's in blocks, lightlda's and cgs's
+partitioned by documents and words; cgs's plain kernel gives each thread its own part and
+exchanges moves in rounds (AD-LDA inside the process). Which layout is faster depends on
+that and on the machine (memory bandwidth, cores, what else runs), which is why it is
+measured per sampler rather than ruled: ``cgs`` at K = 100 for its runs, ``warplda`` at
+K = 1,000 for the runs of the other samplers that share a sweep.
 """
 
 from __future__ import annotations
