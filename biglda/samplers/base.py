@@ -140,7 +140,6 @@ def check_sweep_settings(alpha, beta, n_words, key, n_rows: int, n_topics: int) 
     return as_alpha(alpha, n_topics)
 
 
-
 def run_with_delta(run, tokens, z, n_wk, n_k):
     """Run ``run()``, a sweep in place; return ``(its result, the sweep's delta)``.
 
@@ -160,6 +159,7 @@ def run_with_delta(run, tokens, z, n_wk, n_k):
     z_old = z.copy()
     out = run()
     return out, _sweep_delta(tokens, z_old, z, n_wk.shape[0], n_wk.shape[1])
+
 
 class Sampler:
     """One (algorithm, backend) sampler. Subclasses implement :meth:`_run`.
