@@ -8,8 +8,9 @@ One command (issue 15, item 5)::
 Layouts (``--layouts``, default all): ``1x1``, ``1x2`` (1 process x 2 threads), ``2x1``
 (2 processes, 2 shards), and 2 processes with 4, 8 and 16 shards (``2p/4s`` ...); a suffix
 ``:rN`` sweeps each clock in N rounds (``1x2:r1`` is the threads' AD-LDA without rounds,
-``1x2:r8`` eight rounds); any ``PxT`` or ``Pp/Ss`` is a layout too (``1x16``, ``16x1`` on 16
-cores). For each it prints tokens/s, bytes pulled and pushed per token, worker CPU-seconds
+``1x2:r8`` eight rounds), ``:sN`` trains with SSP staleness N instead of BSP (``2x1:s1``);
+any ``PxT`` or ``Pp/Ss`` is a layout too (``1x16``, ``16x1`` on 16 cores). For each it
+prints tokens/s, bytes pulled and pushed per token, worker CPU-seconds
 per token spent in the sampling kernels and outside them (parameter-server actors, comms,
 cache: they run in the worker processes), the median over iterations after ``--skip`` (JIT,
 first full pull), and LL/token per iteration; then the ratios the issue's targets name, and
@@ -38,7 +39,8 @@ LAYOUTS = {"1x1": dict(workers=1, threads_per_worker=1),
 
 
 def settings_of(layout: str) -> dict:
-    """A layout's training settings; ``NAME:rN`` sweeps each clock in N rounds (``--rounds``).
+    """A layout's training settings; ``:rN`` sweeps each clock in N rounds (``--rounds``),
+    ``:sN`` trains with staleness N (``--staleness``).
 
     Besides the names of :data:`LAYOUTS`, any ``PxT`` (P processes x T threads) and ``Pp/Ss``
     (P single-thread processes, S shards), e.g. ``1x16`` or ``16x1`` on a 16-core machine.
@@ -47,7 +49,10 @@ def settings_of(layout: str) -> dict:
     {'workers': 1, 'threads_per_worker': 16, 'rounds': 1}
     >>> settings_of("4p/32s")
     {'workers': 4, 'threads_per_worker': 1, 'n_shards': 32}
+    >>> settings_of("2x1:s1")
+    {'workers': 2, 'threads_per_worker': 1, 'staleness': 1.0}
     """
+    layout, _, stale = layout.partition(":s")
     name, _, rounds = layout.partition(":r")
     if name in LAYOUTS:
         base = LAYOUTS[name]
@@ -57,7 +62,8 @@ def settings_of(layout: str) -> dict:
     else:
         p, _, t = name.partition("x")
         base = dict(workers=int(p), threads_per_worker=int(t))
-    return base | ({"rounds": int(rounds)} if rounds else {})
+    return (base | ({"rounds": int(rounds)} if rounds else {})
+            | ({"staleness": float(stale)} if stale else {}))
 
 
 def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_tokens: int
