@@ -253,7 +253,8 @@ class TrainConfig:
                                        "process's threads add each other's moves after every "
                                        "round, and --comm-budget sends between rounds "
                                        "(default: 4 with a budget, or with several threads "
-                                       "and an exact sampler, cgs or lightlda; else 1)")
+                                       "that sweep parts of their own: cgs's plain kernel; "
+                                       "else 1)")
     seed: int = _setting(0, flag="--seed", check=_int(), parse=int, stored=True,
                          help="all randomness is keyed by (seed, iteration, shard) (default 0)")
     checkpoint_every: int = _setting(10, flag="--checkpoint-every", check=_int(0), parse=int,
