@@ -17,9 +17,11 @@
 # calls, e.g. `NO_GPU_BENCH=1 NO_GPU_TESTS=1 bash ...`, then `LAYOUTS=1x1 THREADS=1 bash ...`
 # for the GPU parts and little else (the corpus stays in WORK while the machine is held).
 # What it prints and the JSON land in $OUT (or runs/device_scale_out where $OUT is unset, to
-# try it on a small machine with LAYOUTS and THREADS narrowed). Figures go to pipelines/README.md ("16 cores"). Other settings:
-# LAYOUTS, THREADS, ROUNDS, BASELINE (below), PROFILE (below), DOCS, NO_GPU_TESTS, PYTHON (an
-# absolute path with BASELINE), WORK.
+# try it on a small machine with LAYOUTS and THREADS narrowed). Figures go to pipelines/README.md
+# ("16 cores"). Other settings: LAYOUTS, THREADS, ROUNDS, BASELINE (below), PROFILE (below),
+# DOCS, NO_GPU_TESTS, PYTHON (an absolute path with BASELINE), WORK, and
+# PARTITIONED="1x1,1x16": those layouts also with lightlda (K = 1,000) and cgs (K = 100), the
+# samplers whose threads share a sweep by tomotopy's PARTITION (about 2 minutes more).
 #
 # PROFILE=PxT (e.g. 1x16) also trains that layout for 20 iterations under py-spy (every
 # thread of every process, idle or not, 20 samples a second) and prints where each busy
@@ -71,6 +73,13 @@ for round in $(seq "${ROUNDS:-1}"); do
     cp "$work/base$round/scale_out.json" "$out/scale_out_base$round.json" 2>/dev/null || true
   fi
 done
+if [ -n "${PARTITIONED:-}" ]; then
+  for sk in lightlda:1000 cgs:100; do
+    $py pipelines/scale_out.py --corpus "$corpus" --out "$work/part_${sk%:*}" \
+      --sampler "${sk%:*}" --topics "${sk#*:}" --iterations 6 --skip 2 \
+      --layouts "$PARTITIONED" 2>&1 | tee -a "$out/partitioned.txt"
+  done
+fi
 if [ -n "${PROFILE:-}" ]; then
   spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
   procs=${PROFILE%x*}; tpw=${PROFILE#*x}
