@@ -106,35 +106,25 @@ def _sweep_delta(tokens, z_old, z_new, n_rows, n_topics):
     O(moves + n_rows + K): moves are bucketed by word (counting sort), then summed in
     a dense K scratch row that only touched entries are read from and reset in.
     """
-    return _sweep_delta_range(tokens, z_old, z_new, 0, n_rows, n_topics)
-
-
-@njit(nogil=True, cache=True)
-def _sweep_delta_range(tokens, z_old, z_new, wlo, whi, n_topics):
-    """:func:`_sweep_delta` of the moves of the words ``[wlo, whi)`` (word ids as given).
-
-    ``delta_k`` counts those moves only: the deltas of ranges that cut the vocabulary add
-    up to the whole delta, and their COOs, concatenated in word order, are its COO.
-    """
-    n = tokens.shape[0]
     n_moves = 0
-    for i in range(n):
-        if z_old[i] != z_new[i] and wlo <= tokens[i] < whi:
-            n_moves += 1
+    for i in range(tokens.shape[0]):
+        n_moves += z_old[i] != z_new[i]
     moved = np.empty(n_moves, dtype=np.int64)
     m = 0
-    for i in range(n):
-        if z_old[i] != z_new[i] and wlo <= tokens[i] < whi:
+    for i in range(tokens.shape[0]):
+        if z_old[i] != z_new[i]:
             moved[m] = i
             m += 1
-    return _moves_delta(moved, tokens, z_old, z_new, wlo, whi, n_topics)
+    return _moves_delta(moved, tokens, z_old, z_new, 0, n_rows, n_topics)
 
 
 @njit(nogil=True, cache=True)
 def _moves_delta(moved, tokens, z_old, z_new, wlo, whi, n_topics):
-    """:func:`_sweep_delta_range` of the tokens ``moved`` (all of words ``[wlo, whi)``).
+    """:func:`_sweep_delta` of the tokens ``moved``, all of the words ``[wlo, whi)``.
 
-    Tokens that did not move add nothing; none may be listed twice.
+    Word ids are as given; ``delta_k`` counts those moves only, so the deltas of ranges that
+    cut the vocabulary add up to the whole, and their COOs, concatenated in word order, are
+    its COO. Tokens that did not move add nothing; none may be listed twice.
     """
     n_rows = whi - wlo
     n_moves = moved.shape[0]
@@ -182,6 +172,17 @@ def _moves_delta(moved, tokens, z_old, z_new, wlo, whi, n_topics):
                 n_touched += 1
         m = _emit_word_delta(w + wlo, touched, n_touched, acc, words, topics, counts, m)
     return words[:m].copy(), topics[:m].copy(), counts[:m].copy(), delta_k
+
+
+@njit(nogil=True, cache=True)
+def _note(moved, n_moved, i):
+    """Append token ``i`` to the growing list ``moved[:n_moved]``; return both anew."""
+    if n_moved == moved.shape[0]:
+        grown = np.empty(2 * n_moved, dtype=np.int64)
+        grown[:n_moved] = moved
+        moved = grown
+    moved[n_moved] = i
+    return moved, n_moved + 1
 
 
 @njit(nogil=True, cache=True)

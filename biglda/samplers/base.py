@@ -140,27 +140,6 @@ def check_sweep_settings(alpha, beta, n_words, key, n_rows: int, n_topics: int) 
     return as_alpha(alpha, n_topics)
 
 
-def run_with_delta(run, tokens, z, n_wk, n_k):
-    """Run ``run()``, a sweep in place; return ``(its result, the sweep's delta)``.
-
-    The delta: ``(words, topics, counts, delta_k)``, sorted COO of what the sweep changed
-    in ``n_wk`` and ``n_k``.
-
-    Small cached rows: diff a snapshot (sequential, O(V_local K)) rather than bucket the
-    moves by word (scattered, O(moves)); the same COO either way, as nothing but the sweep's
-    own moves changes ``n_wk`` while it runs (the trainer touches a table only between
-    sweeps).
-    """
-    if n_wk.size <= SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0]:
-        n_wk_old, n_k_old = n_wk.copy(), n_k.copy()
-        out = run()
-        words, topics, counts = _dense_delta(n_wk_old, n_wk)
-        return out, (words, topics, counts, n_k - n_k_old)
-    z_old = z.copy()
-    out = run()
-    return out, _sweep_delta(tokens, z_old, z, n_wk.shape[0], n_wk.shape[1])
-
-
 class Sampler:
     """One (algorithm, backend) sampler. Subclasses implement :meth:`_run`.
 
@@ -214,9 +193,22 @@ class Sampler:
         """
         alpha = check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
         t0 = time.perf_counter()
-        accept_rate, (words, topics, counts, delta_k) = run_with_delta(
-            lambda: self._run(tokens, doc_ptr, z, n_wk, n_k, alpha, float(beta),
-                              float(n_words), key.state()), tokens, z, n_wk, n_k)
+        if n_wk.size <= SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0]:
+            # small cached rows: diff a snapshot (sequential, O(V_local K)) rather than
+            # bucket the moves by word (scattered, O(moves)); the same COO either way, as
+            # nothing but the sweep's own moves changes n_wk while it runs (the trainer
+            # touches a thread's table only between sweeps)
+            n_wk_old, n_k_old = n_wk.copy(), n_k.copy()
+            accept_rate = self._run(tokens, doc_ptr, z, n_wk, n_k, alpha, float(beta),
+                                    float(n_words), key.state())
+            words, topics, counts = _dense_delta(n_wk_old, n_wk)
+            delta_k = n_k - n_k_old
+        else:
+            z_old = z.copy()
+            accept_rate = self._run(tokens, doc_ptr, z, n_wk, n_k, alpha, float(beta),
+                                    float(n_words), key.state())
+            words, topics, counts, delta_k = _sweep_delta(tokens, z_old, z, n_wk.shape[0],
+                                                          n_wk.shape[1])
         return SweepResult(words, topics, counts, delta_k, int(tokens.shape[0]), accept_rate,
                            time.perf_counter() - t0)
 

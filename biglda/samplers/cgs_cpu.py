@@ -48,6 +48,7 @@ import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
+from biglda.samplers._kernels import _note
 from biglda.samplers.base import Sampler, SweepResult
 from biglda.samplers.partition import partitioned_sweep
 from biglda.samplers.rng import _next_float
@@ -322,17 +323,6 @@ def _topic_bits(n_topics):
     while (1 << bits) < n_topics:
         bits += 1
     return bits
-
-
-@njit(nogil=True, cache=True)
-def _note(moved, n_moved, i):
-    """Append token ``i`` to the growing list ``moved[:n_moved]``; return both anew."""
-    if n_moved == moved.shape[0]:
-        grown = np.empty(2 * n_moved, dtype=np.int64)
-        grown[:n_moved] = moved
-        moved = grown
-    moved[n_moved] = i
-    return moved, n_moved + 1
 
 
 @njit(nogil=True, cache=True)
@@ -648,7 +638,7 @@ class CGSSampler(Sampler):
         # the word lists of each word range, on the threads; a step's part of range r moves
         # them (one part of a step per range)
         bits = _topic_bits(n_k.shape[0])
-        occ = np.bincount(tokens, minlength=n_wk.shape[0])
+        occ = part.n_w
         lists = part.on_threads(_word_lists_of, [
             (occ[wcut[r]:wcut[r + 1]], n_wk[wcut[r]:wcut[r + 1]], bits,
              int(occ[wcut[r]:wcut[r + 1]].sum())) for r in range(part.t)])

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _build_alias, _sample_alias
+from biglda.samplers._kernels import _build_alias, _note, _sample_alias
 from biglda.samplers.base import Sampler, SweepResult
 from biglda.samplers.partition import partitioned_sweep
 from biglda.samplers.rng import _next_float, _next_int
@@ -156,13 +156,15 @@ def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 
     n_docs = doc_ptr.shape[0] - 1
     v_beta = n_words * beta
     a_sum, a_thr, a_alias, a_prob = _alpha_tables(alpha, symmetric)
+    one_range = np.zeros(n_rows, dtype=np.int32)  # every word in range 0
     n_accept = 0
     n_propose = 0
     for half in range(2):
-        n_k_other = n_k - _half_topic_counts(doc_ptr, z, half, 0, n_docs, n_topics)
-        coef, b_thr, b_alias, b_prob, b_mass = _other_tables(n_k_other, beta, v_beta)
-        w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _half_tables(
-            tokens, doc_ptr, z, n_wk, coef, half, 0, n_rows)
+        in_half, _, idx = _half_lists(tokens, doc_ptr, z, half, 0, n_docs, one_range, 1,
+                                      n_topics)
+        coef, b_thr, b_alias, b_prob, b_mass = _other_tables(n_k - in_half, beta, v_beta)
+        w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _tables_of(
+            idx, tokens, z, n_wk, coef, 0, n_rows)
         state, acc, prop, _ = _half_sweep(
             tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
             symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
@@ -191,16 +193,6 @@ def _alpha_tables(alpha, symmetric):
 
 
 @njit(nogil=True, cache=True)
-def _half_topic_counts(doc_ptr, z, half, d_lo, d_hi, n_topics):
-    """Topic counts of the tokens of the documents ``d % 2 == half`` in ``[d_lo, d_hi)``."""
-    out = np.zeros(n_topics, dtype=np.int64)
-    for d in range(d_lo + ((d_lo + half) & 1), d_hi, 2):
-        for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            out[z[i]] += 1
-    return out
-
-
-@njit(nogil=True, cache=True)
 def _other_tables(n_k_other, beta, v_beta):
     """Return ``(coef, thr, alias, prob, mass)`` of the totals without the swept half.
 
@@ -220,29 +212,6 @@ def _other_tables(n_k_other, beta, v_beta):
     _build_alias(beta_w, 0, n_topics, b_thr, b_alias, b_prob,
                  np.empty(n_topics, dtype=np.int64), np.empty(n_topics, dtype=np.int64))
     return coef, b_thr, b_alias, b_prob, b_mass
-
-
-@njit(nogil=True, cache=True)
-def _half_tables(tokens, doc_ptr, z, n_wk, coef, half, wlo, whi):
-    """Build the word tables of the words ``[wlo, whi)`` for the half ``d % 2 == half``.
-
-    From the counts without that half's tokens (of every document): :func:`_tables_of`
-    the half's tokens of those words.
-    """
-    n_docs = doc_ptr.shape[0] - 1
-    n = 0
-    for d in range(half, n_docs, 2):
-        for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            if wlo <= tokens[i] < whi:
-                n += 1
-    idx = np.empty(n, dtype=np.int64)
-    n = 0
-    for d in range(half, n_docs, 2):
-        for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            if wlo <= tokens[i] < whi:
-                idx[n] = i
-                n += 1
-    return _tables_of(idx, tokens, z, n_wk, coef, wlo, whi)
 
 
 @njit(nogil=True, cache=True)
@@ -442,12 +411,7 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
                         n_accept += 1
                 z[i] = s
                 if record and s != s0:
-                    if n_moved == moved.shape[0]:
-                        grown = np.empty(2 * n_moved, dtype=np.int64)
-                        grown[:n_moved] = moved
-                        moved = grown
-                    moved[n_moved] = i
-                    n_moved += 1
+                    moved, n_moved = _note(moved, n_moved, i)
                 n_dk[dl, s] += 1
                 n_wk[w, s] += 1
                 n_k[s] += 1

@@ -33,7 +33,7 @@ class Partition:
     """The ranges of one sweep on ``n_threads`` threads, and the threads' work.
 
     ``dcut`` cuts the documents into T ranges of about equal tokens, ``wcut`` the vocabulary
-    into T ranges of about equal cost (a word's ``n_w`` tokens weigh ``n_w **
+    into T ranges of about equal cost (word ``w``'s ``n_w[w]`` tokens weigh ``n_w[w] **
     word_cost_power``); ``range_of[w]`` is word ``w``'s range. With ``record`` the kernels
     list the tokens they move, and ``moved[r]`` collects those of word range ``r``; without,
     :meth:`snapshot` keeps the rows for the delta. ``pool_cpu`` sums the CPU seconds of the
@@ -46,7 +46,8 @@ class Partition:
         self.pool, self.t, self.record = pool, n_threads, record
         self.before: tuple[np.ndarray, np.ndarray] | None = None
         even = np.linspace(0, tokens.shape[0], n_threads + 1)[1:-1]
-        cost = np.cumsum(np.bincount(tokens, minlength=n_rows) ** word_cost_power)
+        self.n_w = np.bincount(tokens, minlength=n_rows)  # each word's tokens
+        cost = np.cumsum(self.n_w ** word_cost_power)
         total = cost[-1] if len(cost) else 0.0
         self.dcut = self._cuts(np.searchsorted(doc_ptr, even), n_docs)
         self.wcut = self._cuts(np.searchsorted(cost, total * even / max(1, tokens.shape[0])),
