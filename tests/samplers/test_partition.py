@@ -133,3 +133,27 @@ def test_recovers_topics_and_reaches_the_one_thread_loglik(synthetic, synthetic_
             assert cos > 0.98, f"{n_threads} threads: matched cosine {cos:.3f}"
             tail[n_threads] = float(np.mean(lls))
     assert abs(tail[2] - tail[1]) < 0.01, f"2 threads {tail[2]:.4f} vs 1 {tail[1]:.4f}"
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=IDS)
+def test_bad_tokens_and_topics_are_refused_before_anything_changes(sampler):
+    # the partitioned sweep checks its arguments as a one-thread sweep does, before any
+    # thread starts: one clear error, and z and the table untouched
+    tokens, doc_ptr, n_words = _corpus(seed=5)
+    z = init_z(len(tokens), 6, RandomKey(3, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, 6)
+    before = [a.copy() for a in (z, n_wk, n_k)]
+    s = get_sampler(sampler[0], **sampler[1])
+    bad_z = z.copy()
+    bad_z[[40, 20]] = 6
+    bad_tokens = tokens.copy()
+    bad_tokens[-1] = n_words
+    with ThreadPoolExecutor(1) as pool:
+        with pytest.raises(ValueError, match=r"z\[20\] = 6 is not a topic in \[0, 6\)"):
+            s.sweep(tokens, doc_ptr, bad_z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(3, 1),
+                    pool=pool, n_threads=2)
+        with pytest.raises(ValueError, match=rf"local word ids in \[0, {n_words}\)"):
+            s.sweep(bad_tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(3, 1),
+                    pool=pool, n_threads=2)
+    for a, b in zip((z, n_wk, n_k), before, strict=True):
+        np.testing.assert_array_equal(a, b)
