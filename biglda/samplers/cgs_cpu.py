@@ -63,6 +63,9 @@ VARIANTS = ("sparse", "dense", "plain")
 DENSE_ABOVE = 0.2
 # At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian).
 _DENSITY_ENTRIES = 1 << 22
+# A sweep on several threads cuts the vocabulary into ranges of equal n_w ** this (equal
+# tokens; n_w ** 0.8, lightlda's weight, was slower for cgs: pipelines/bench_partition.py).
+WORD_COST_POWER = 1.0
 # The sub-streams of a sweep on several threads (biglda.samplers.partition), by kernel.
 _TAG_DENSE, _TAG_SPARSE = 0x43 << 56, 0x53 << 56
 
@@ -609,7 +612,8 @@ class CGSSampler(Sampler):
             lambda part, a, state: self._run_partitioned(part, tokens, doc_ptr, z, n_wk, n_k,
                                                          a, float(beta), float(n_words),
                                                          state),
-            tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads)
+            tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
+            WORD_COST_POWER)
 
     def _kernel(self, tokens, n_wk) -> str:
         """Return the kernel of this sweep: "plain", "dense" or "sparse"."""

@@ -53,8 +53,8 @@ BLOCK_ENTRIES = 1 << 20
 # What a word's n_w tokens cost in a sweep on several threads, for cutting the vocabulary into
 # ranges of equal cost: n_w ** 0.8. A frequent word's tokens cost less each (its row and
 # tables stay in cache over its run in a block): with ranges of equal tokens, the rare words'
-# range took 1.5x the other's time on the synthetic corpus (pipelines/README.md, "lightlda on
-# the process's threads").
+# parts took 1.2-1.3x the others' time on the synthetic corpus (pipelines/bench_partition.py
+# --part-times; pipelines/README.md, "lightlda on the process's threads").
 WORD_COST_POWER = 0.8
 
 

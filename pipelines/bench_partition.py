@@ -1,0 +1,95 @@
+"""Benchmark: one sampler's sweep on 1..T threads of one table, no Dask (the partitioned
+sweeps of lightlda and cgs, biglda/samplers/partition.py; warplda's too).
+
+    .venv/bin/python pipelines/bench_partition.py --corpus runs/synth4m.zarr \\
+        --sampler lightlda --topics 1000 --threads 1,2,4,8,16
+
+For each thread count it sweeps the whole corpus ``--sweeps`` times from the same random
+start and prints the median seconds per sweep over the sweeps after ``--skip`` (JIT, the
+first dense sweeps), the CPU seconds per token of all the sweep's threads
+(``SweepResult.cpu_seconds``; the calling thread's alone on one thread), and the doc
+log-likelihood per token at the end (the chains differ by thread count; on one thread it is
+the exact chain). More threads than cores share them: CPU per token still shows what the
+partition adds. ``--word-cost-power P`` sets the sampler's ``WORD_COST_POWER`` (how word
+ranges are cut); ``--part-times`` prints each part's seconds of the last sweep (document
+range, word range), the balance a step waits for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--sampler", default="lightlda")
+    ap.add_argument("--topics", type=int, default=1000)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--sweeps", type=int, default=10)
+    ap.add_argument("--skip", type=int, default=4)
+    ap.add_argument("--word-cost-power", type=float)
+    ap.add_argument("--part-times", action="store_true")
+    args = ap.parse_args(argv)
+
+    import importlib
+
+    from biglda.corpus import Corpus
+    from biglda.samplers import RandomKey, count_from_z, doc_loglik, get_sampler, init_z
+
+    module = importlib.import_module({"lightlda": "biglda.samplers.lightlda_cpu",
+                                      "cgs": "biglda.samplers.cgs_cpu"}.get(
+                                          args.sampler, "biglda.samplers.warplda_cpu"))
+    if args.word_cost_power is not None:
+        module.WORD_COST_POWER = args.word_cost_power
+    parts: list[tuple] = []
+    if args.part_times:  # time each part of each step (the kernels the steps call)
+        for name in ("_half_sweep", "_dense_part", "_sparse_part"):
+            kernel = getattr(module, name, None)
+            if kernel is not None:
+                def timed(*a, _k=kernel):  # (only a partitioned sweep calls it from Python)
+                    t0 = time.perf_counter()
+                    out = _k(*a)
+                    parts.append((a[-5], a[-3], time.perf_counter() - t0))  # d_lo, wlo
+                    return out
+                setattr(module, name, timed)
+    corpus = Corpus.open(args.corpus)
+    tokens = np.ascontiguousarray(corpus.read_tokens(0, corpus.n_tokens), np.int32)
+    doc_ptr = np.asarray(corpus.doc_ptr, np.int64)
+    n_words, k = int(corpus.n_words), args.topics
+    print(f"{args.corpus}: {len(tokens):,} tokens, V = {n_words}, K = {k}, {args.sampler}"
+          + (f", WORD_COST_POWER {args.word_cost_power}" if args.word_cost_power else ""))
+    print("| threads | s per sweep | CPU µs/token | doc LL/token |\n|---|---|---|---|")
+    n_max = max(int(t) for t in args.threads.split(","))
+    with ThreadPoolExecutor(max(1, n_max - 1)) as pool:
+        for n_threads in (int(t) for t in args.threads.split(",")):
+            z = init_z(len(tokens), k, RandomKey(0, -1))
+            n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+            sampler = get_sampler(args.sampler)
+            secs, cpus = [], []
+            for it in range(args.sweeps):
+                parts.clear()
+                t0, c0 = time.perf_counter(), time.thread_time()
+                res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
+                                    RandomKey(0, it), pool=pool, n_threads=n_threads)
+                secs.append(time.perf_counter() - t0)
+                cpus.append(res.cpu_seconds if res.cpu_seconds is not None
+                            else time.thread_time() - c0)
+            rest = slice(args.skip, None)
+            ll = doc_loglik(doc_ptr, z, np.full(k, 0.1), k) / len(tokens)
+            print(f"| {n_threads} | {statistics.median(secs[rest]):.3f} | "
+                  f"{1e6 * statistics.median(cpus[rest]) / len(tokens):.3f} | {ll:.4f} |",
+                  flush=True)
+            if args.part_times and n_threads > 1:
+                for d_lo, wlo, s in parts:
+                    print(f"    part: documents from {d_lo}, words from {wlo}: {s:.3f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
