@@ -11,8 +11,8 @@ first dense sweeps), the CPU seconds per token of all the sweep's threads
 log-likelihood per token at the end (the chains differ by thread count; on one thread it is
 the exact chain). More threads than cores share them: CPU per token still shows what the
 partition adds. ``--word-cost-power P`` sets the sampler's ``WORD_COST_POWER`` (how word
-ranges are cut); ``--part-times`` prints each part's tokens and seconds of the last sweep, step
-by step: the balance a step waits for.
+ranges are cut); ``--part-times`` prints each part's seconds of the last sweep (document
+range, word range), the balance a step waits for.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
                 def timed(*a, _k=kernel):  # (only a partitioned sweep calls it from Python)
                     t0 = time.perf_counter()
                     out = _k(*a)
-                    parts.append((len(a[-2]), time.perf_counter() - t0))  # the part's tokens
+                    parts.append((a[-5], a[-3], time.perf_counter() - t0))  # d_lo, wlo
                     return out
                 setattr(module, name, timed)
     corpus = Corpus.open(args.corpus)
@@ -86,9 +86,8 @@ def main(argv=None) -> int:
                   f"{1e6 * statistics.median(cpus[rest]) / len(tokens):.3f} | {ll:.4f} |",
                   flush=True)
             if args.part_times and n_threads > 1:
-                for j, (n, s) in enumerate(parts):
-                    print(f"    step {j // n_threads}, part {j % n_threads}: {n:,} tokens, "
-                          f"{s:.3f} s")
+                for d_lo, wlo, s in parts:
+                    print(f"    part: documents from {d_lo}, words from {wlo}: {s:.3f} s")
     return 0
 
 

@@ -108,24 +108,6 @@ def _cgs_plain_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
     return state
 
 
-# ``idx`` of a kernel that visits every token of its documents (not one part's).
-_EVERY = np.full(1, -1, dtype=np.int64)
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _doc_run(idx, every, j, lo, hi):
-    """Return ``(a, b)``: the document ``[lo, hi)``'s tokens are ``idx[a:b]``, from ``j``.
-
-    With ``every`` they are ``a .. b - 1`` themselves.
-    """
-    if every:
-        return lo, hi
-    b = j
-    while b < idx.shape[0] and idx[b] < hi:
-        b += 1
-    return j, b
-
-
 # The dense kernel's lanes: topic k belongs to lane k % _LANES, and the draw first picks a
 # lane, then a topic in it, so no serial prefix sum over K is needed. 16 float32 lanes are
 # one AVX-512 register (two AVX2). Every float operation has a fixed order the interpreter
@@ -143,17 +125,15 @@ def _cgs_dense_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
     :func:`_dense_part` of every document and word.
     """
     return _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 0,
-                       doc_ptr.shape[0] - 1, _EVERY, False)[0]
+                       doc_ptr.shape[0] - 1, 0, n_wk.shape[0], False)[0]
 
 
 @njit(nogil=True, cache=True)
-def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo, d_hi, idx,
-                record):
-    """Sweep the tokens ``idx`` of the documents ``[d_lo, d_hi)``.
+def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo, d_hi, wlo,
+                whi, record):
+    """Sweep the tokens of the documents ``[d_lo, d_hi)`` with words in ``[wlo, whi)``.
 
-    ``idx``: ascending token ids (a part's, :func:`_range_lists`), or :data:`_EVERY` for
-    every token of those documents. Returns ``(state, moved)``: the tokens it moved, with
-    ``record`` (else empty).
+    Returns ``(state, moved)``: the tokens it moved, with ``record`` (else empty).
 
     Per token: p_k = qc_k (n_wk + beta) in float32 with qc_k = (alpha_k + n_dk) / (n_k +
     V beta) kept per topic (one SIMD loop), then per-lane running sums in place (a second
@@ -178,8 +158,6 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
     n_dk = np.zeros(n_topics, dtype=np.int32)
     moved = np.empty(1024 if record else 0, dtype=np.int64)
     n_moved = 0
-    every = idx.shape[0] == 1 and idx[0] < 0
-    j_doc = 0  # the document's first token in idx
     for d in range(d_lo, d_hi):
         lo = doc_ptr[d]
         hi = doc_ptr[d + 1]
@@ -188,11 +166,10 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
         for i in range(lo, hi):
             t = z[i]
             qc[t] = (alpha[t] + n_dk[t]) * coef[t]
-        a, b = _doc_run(idx, every, j_doc, lo, hi)
-        j_doc = b
-        for jj in range(a, b):
-            i = jj if every else idx[jj]
+        for i in range(lo, hi):
             w = tokens[i]
+            if w < wlo or w >= whi:
+                continue
             s = z[i]
             n_dk[s] -= 1
             n_k[s] -= 1
@@ -338,7 +315,8 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
     bits = _topic_bits(n_k.shape[0])
     w_start, w_len, packed = _word_lists(tokens, n_wk, bits)
     return _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_start,
-                        w_len, packed, bits, 0, doc_ptr.shape[0] - 1, 0, _EVERY, False)[0]
+                        w_len, packed, bits, 0, doc_ptr.shape[0] - 1, 0, n_wk.shape[0],
+                        False)[0]
 
 
 @njit(nogil=True, cache=True)
@@ -352,12 +330,11 @@ def _topic_bits(n_topics):
 
 @njit(nogil=True, cache=True)
 def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_start, w_len,
-                 packed, bits, d_lo, d_hi, wlo, idx, record):
-    """SparseLDA on the tokens ``idx`` of the documents ``[d_lo, d_hi)``.
+                 packed, bits, d_lo, d_hi, wlo, whi, record):
+    """SparseLDA on the tokens of the documents ``[d_lo, d_hi)`` with words in ``[wlo, whi)``.
 
-    ``idx`` as :func:`_dense_part`'s; their words are those of the word lists (row ``r``:
-    word ``wlo + r``). Returns ``(state, moved)``: the tokens it moved, with ``record``
-    (else empty).
+    With the word lists of those words (row ``r``: word ``wlo + r``). Returns ``(state,
+    moved)``: the tokens it moved, with ``record`` (else empty).
     """
     n_topics = n_k.shape[0]
     v_beta = n_words * beta
@@ -381,8 +358,6 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
     q_score = np.empty(max_len, dtype=np.float64)
 
     s_mass = 0.0
-    every = idx.shape[0] == 1 and idx[0] < 0
-    j_doc = 0  # the document's first token in idx
     for d in range(d_lo, d_hi):
         if d % 256 == 0:  # refresh the incrementally kept smoothing mass against drift
             s_mass = 0.0
@@ -404,11 +379,10 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
             r_mass += beta * n_dk[t] * coef[t]
             qc[t] = (alpha[t] + n_dk[t]) * coef[t]
 
-        a, b = _doc_run(idx, every, j_doc, lo, hi)
-        j_doc = b
-        for jj in range(a, b):
-            i = jj if every else idx[jj]
+        for i in range(lo, hi):
             w = tokens[i]
+            if w < wlo or w >= whi:
+                continue
             wr = w - wlo  # its word list
             s = np.int64(z[i])
             # --- remove token i from every count and bucket ---
@@ -660,13 +634,10 @@ class CGSSampler(Sampler):
                          state):
         """Sweep on the threads of ``part`` (a :class:`Partition`) with this sweep's kernel."""
         dcut, wcut = part.dcut, part.wcut
-        kernel = self._kernel(tokens, n_wk)
-        docs = part.token_lists(tokens, doc_ptr, z, -1, n_k.shape[0])  # each part's tokens
-        if kernel == "dense":
+        if self._kernel(tokens, n_wk) == "dense":
             part.run_steps(_dense_part, lambda i, r, own_k, sub: (
                 tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, dcut[i],
-                dcut[i + 1], part.part_tokens(docs, i, r), part.record), n_k, state,
-                _TAG_DENSE)
+                dcut[i + 1], wcut[r], wcut[r + 1], part.record), n_k, state, _TAG_DENSE)
             return None
         # the word lists of each word range, on the threads; a step's part of range r moves
         # them (one part of a step per range)
@@ -677,8 +648,7 @@ class CGSSampler(Sampler):
              int(occ[wcut[r]:wcut[r + 1]].sum())) for r in range(part.t)])
         part.run_steps(_sparse_part, lambda i, r, own_k, sub: (
             tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, *lists[r], bits,
-            dcut[i], dcut[i + 1], wcut[r], part.part_tokens(docs, i, r), part.record), n_k,
-            state, _TAG_SPARSE)
+            dcut[i], dcut[i + 1], wcut[r], wcut[r + 1], part.record), n_k, state, _TAG_SPARSE)
         return None
 
     def __repr__(self) -> str:

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _build_alias, _note, _range_lists, _sample_alias
+from biglda.samplers._kernels import _build_alias, _note, _sample_alias
 from biglda.samplers.base import Sampler, SweepResult
 from biglda.samplers.partition import partitioned_sweep
 from biglda.samplers.rng import _next_float, _next_int
@@ -160,15 +160,15 @@ def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 
     n_accept = 0
     n_propose = 0
     for half in range(2):
-        in_half, _, idx = _range_lists(tokens, doc_ptr, z, half, 0, n_docs, one_range, 1,
-                                       n_topics)
+        in_half, _, idx = _half_lists(tokens, doc_ptr, z, half, 0, n_docs, one_range, 1,
+                                      n_topics)
         coef, b_thr, b_alias, b_prob, b_mass = _other_tables(n_k - in_half, beta, v_beta)
         w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _tables_of(
             idx, tokens, z, n_wk, coef, 0, n_rows)
         state, acc, prop, _ = _half_sweep(
             tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
             symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
-            w_mass, w_topic, w_thr, w_alias, w_prob, half, 0, n_docs, 0, n_rows, idx, False)
+            w_mass, w_topic, w_thr, w_alias, w_prob, half, 0, n_docs, 0, n_rows, False)
         n_accept += acc
         n_propose += prop
     return state, n_accept, n_propose
@@ -237,15 +237,39 @@ def _tables_of(idx, tokens, z, n_wk, coef, wlo, whi):
 
 
 @njit(nogil=True, cache=True)
+def _half_lists(tokens, doc_ptr, z, half, d_lo, d_hi, range_of, n_ranges, n_topics):
+    """Return the half's tokens of the documents ``[d_lo, d_hi)``, grouped by word range.
+
+    Returns ``(topic counts int64 [K], ptr int64 [n_ranges + 1], idx int64 [n])``: the
+    tokens of word range ``r`` (``range_of[w]``) are ``idx[ptr[r]:ptr[r + 1]]``, in order.
+    """
+    counts = np.zeros(n_topics, dtype=np.int64)
+    ptr = np.zeros(n_ranges + 1, dtype=np.int64)
+    first = d_lo + ((d_lo + half) & 1)
+    for d in range(first, d_hi, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            counts[z[i]] += 1
+            ptr[range_of[tokens[i]] + 1] += 1
+    for r in range(n_ranges):
+        ptr[r + 1] += ptr[r]
+    fill = ptr[:-1].copy()
+    idx = np.empty(ptr[n_ranges], dtype=np.int64)
+    for d in range(first, d_hi, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            r = range_of[tokens[i]]
+            idx[fill[r]] = i
+            fill[r] += 1
+    return counts, ptr, idx
+
+
+@njit(nogil=True, cache=True)
 def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
                 symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
-                w_mass, w_topic, w_thr, w_alias, w_prob, half, d_lo, d_hi, wlo, whi, idx,
-                record):
+                w_mass, w_topic, w_thr, w_alias, w_prob, half, d_lo, d_hi, wlo, whi, record):
     """Resample the half's tokens of the documents ``[d_lo, d_hi)`` with words ``[wlo, whi)``.
 
-    The half: the documents ``d % 2 == half``. ``idx``: those tokens, ascending (a list of
-    :func:`_range_lists`), so a part visits its own tokens, not all of its documents'. The
-    tables: the half's, those of that word range (its row ``r`` is word ``wlo + r``).
+    The half: the documents ``d % 2 == half``. The tables: the half's, those of that word
+    range (its row ``r`` is word ``wlo + r``).
     Writes ``z`` of those tokens, the rows ``n_wk[wlo:whi]`` and ``n_k``; reads the topics
     of every token of those documents. Returns ``(state, accepted, proposed, moved)``:
     ``moved`` the tokens whose topic changed, with ``record`` (else empty).
@@ -270,40 +294,36 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
     moved = np.empty(1024 if record else 0, dtype=np.int64)
     n_moved = 0
     d0 = d_lo + ((d_lo + half) & 1)  # the first document of this half in the range
-    p = 0  # the block's first token in idx
     while d0 < d_hi:
         d1 = min(d_hi, d0 + 2 * block_docs)  # documents d0, d0 + 2, ... < d1
-        q = p
-        while q < idx.shape[0] and idx[q] < doc_ptr[d1]:
-            q += 1
-        if q - p > cap:
-            cap = max(q - p, 2 * cap)
+        nb = np.int64(0)
+        for d in range(d0, d1, 2):
+            nb += doc_ptr[d + 1] - doc_ptr[d]
+        if nb > cap:
+            cap = max(nb, 2 * cap)
             who_i = np.empty(cap, dtype=np.int64)
             who_d = np.empty(cap, dtype=np.int64)
-        # the block's doc-topic counts (of every token), and its tokens idx[p:q] grouped
-        # by word (counting sort, in document order within a word)
+        # the block's tokens of the word range grouped by word (counting sort), and its
+        # doc-topic counts (of every token)
+        bw_ptr[:] = 0
         for d in range(d0, d1, 2):
             dl = (d - d0) >> 1
             for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                w = tokens[i] - wlo
+                if 0 <= w < n_range:
+                    bw_ptr[w + 1] += 1
                 n_dk[dl, z[i]] += 1
-        bw_ptr[:] = 0
-        for j in range(p, q):
-            bw_ptr[tokens[idx[j]] - wlo + 1] += 1
         for w in range(n_range):
             bw_ptr[w + 1] += bw_ptr[w]
             bw_fill[w] = bw_ptr[w]
-        j = p
         for d in range(d0, d1, 2):
             dl = (d - d0) >> 1
-            end = doc_ptr[d + 1]
-            while j < q and idx[j] < end:
-                i = idx[j]
+            for i in range(doc_ptr[d], doc_ptr[d + 1]):
                 w = tokens[i] - wlo
-                who_i[bw_fill[w]] = i
-                who_d[bw_fill[w]] = dl
-                bw_fill[w] += 1
-                j += 1
-        p = q
+                if 0 <= w < n_range:
+                    who_i[bw_fill[w]] = i
+                    who_d[bw_fill[w]] = dl
+                    bw_fill[w] += 1
         # word-major within the block: a word's table and count row are reused by all its
         # tokens here; the block's n_dk rows stay in cache. Any visiting order is exact:
         # each token's kernel leaves p(z_i | z_¬i) invariant with the current counts.
@@ -480,18 +500,20 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
     n_accept, n_propose = 0, 0
     for half in range(2):
         # the half's tokens of each document range by word range, and their topics
-        lists = part.token_lists(tokens, doc_ptr, z, half, n_topics)
+        lists = part.on_threads(_half_lists, [
+            (tokens, doc_ptr, z, half, dcut[i], dcut[i + 1], part.range_of, t, n_topics)
+            for i in range(t)])
         coef, *dense = _other_tables(n_k - np.sum([c for c, _, _ in lists], axis=0), beta,
                                      n_words * beta)
         # the tables from the counts without the half, a word range on each thread
         tables = part.on_threads(_tables_of, [
-            (np.concatenate([part.part_tokens(lists, i, r) for i in range(t)]), tokens, z,
+            (np.concatenate([idx[ptr[r]:ptr[r + 1]] for _, ptr, idx in lists]), tokens, z,
              n_wk, coef, wcut[r], wcut[r + 1]) for r in range(t)])
         for _, acc, prop, _ in part.run_steps(
-                _half_sweep, lambda i, r, own_k, sub, h=half, ls=lists, tab=tables, den=dense: (
+                _half_sweep, lambda i, r, own_k, sub, h=half, tab=tables, den=dense: (
                     tokens, doc_ptr, z, n_wk, own_k, alpha, a_sum, beta, n_words, sub,
                     mh_steps, symmetric, *a_tables, *den, *tab[r], h, dcut[i], dcut[i + 1],
-                    wcut[r], wcut[r + 1], part.part_tokens(ls, i, r), part.record),
+                    wcut[r], wcut[r + 1], part.record),
                 n_k, state, (0x4C << 56) | (half << 48)):
             n_accept += acc
             n_propose += prop

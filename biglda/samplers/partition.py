@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from biglda.samplers._kernels import _dense_delta, _moves_delta, _range_lists
+from biglda.samplers._kernels import _dense_delta, _moves_delta
 from biglda.samplers.base import SNAPSHOT_ENTRIES_PER_TOKEN, SweepResult, check_sweep_args
 from biglda.samplers.parts import run_parts
 from biglda.samplers.rng import _substream
@@ -68,24 +68,6 @@ class Partition:
         out, cpu = run_parts(self.pool, self.t, len(calls), lambda i: kernel(*calls[i]))
         self.pool_cpu += max(0.0, cpu - (time.thread_time() - c0))
         return out
-
-    def token_lists(self, tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray, half: int,
-                    n_topics: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Return, for each document range, its tokens grouped by word range, on the threads.
-
-        Item ``i`` is :func:`~biglda.samplers._kernels._range_lists` of document range
-        ``i``: ``(topic counts, ptr, idx)``, the tokens of word range ``r`` (the part ``(i,
-        r)``'s, ascending) ``idx[ptr[r]:ptr[r + 1]]``. ``half``: 0 or 1 for one half of
-        the documents (``d % 2``), -1 for all.
-        """
-        return self.on_threads(_range_lists, [
-            (tokens, doc_ptr, z, half, self.dcut[i], self.dcut[i + 1], self.range_of, self.t,
-             n_topics) for i in range(self.t)])
-
-    def part_tokens(self, lists, i: int, r: int) -> np.ndarray:
-        """Return the part ``(i, r)``'s tokens from :meth:`token_lists`'s ``lists``."""
-        _, ptr, idx = lists[i]
-        return idx[ptr[r]:ptr[r + 1]]
 
     def run_steps(self, kernel: Callable[..., Any],
                   args: Callable[[int, int, np.ndarray, np.uint64], tuple], n_k: np.ndarray,

@@ -35,12 +35,14 @@ EMBEDDED_MEMORY_CONFIG = {
 }
 
 # Dask's statistical profiler samples every thread's stack, holding the GIL, each 10 ms by
-# default. A sampling thread takes the GIL between the parts of a sweep, and the worker's other
-# threads share the cores with the sampling threads: at 100 ms the workers' CPU besides
-# the kernels fell by 4-7% (pipelines/README.md, "Dask's profiler and the clock in the
-# worker's own process"). The dashboard's profile keeps working, with ten samples a second.
-# A value the user configured is kept.
-EMBEDDED_PROFILE_INTERVAL = "100ms"
+# default. A sampling thread takes the GIL between the parts of a sweep, so every sample
+# stalls the threads that end a part meanwhile, and the more threads the more stall. At
+# 100 ms the workers' CPU besides the kernels fell by 4-7% on two cores; on 16 a 1 x 16
+# warplda run still went 60.7 -> 70.8 M tokens/s with the profiler (nearly) off (pipelines/
+# README.md, "Dask's profiler and the clock in the worker's own process", "Sixth session").
+# At 1 s the dashboard's profile keeps working, with a sample a second. A value the user
+# configured is kept.
+EMBEDDED_PROFILE_INTERVAL = "1s"
 _DASK_PROFILE_INTERVAL = "10ms"  # distributed's default
 
 
