@@ -53,6 +53,7 @@ import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
+from biglda.samplers._claim import claim, new_counter
 from biglda.samplers._kernels import _build_alias, _emit_word_delta, _sample_alias
 from biglda.samplers._prefetch import prefetch, prefetch_write
 from biglda.samplers.base import Sampler, SweepResult, check_sweep_args, token_errors
@@ -92,9 +93,10 @@ AHEAD = 16  # how many tokens ahead the kernel prefetches what it will gather
 #: from its own stream, so the chain does not depend on how many threads sweep it. At ~16 k
 #: tokens a block costs a stream seed (ns) and gives 16 threads ~9 blocks each on 2.4 M tokens.
 BLOCK_TOKENS = 1 << 14
-#: Runs of blocks per thread in a sweep on several threads (taken one at a time). A pass
-#: ends when its last run does, so the other threads wait ~half a run; a run costs one kernel
-#: call. 32 against 4: pipelines/README.md, "Prefetching the entries a word's tokens read".
+#: Runs of blocks per thread in a sweep on several threads (claimed one at a time, inside
+#: numba: biglda.samplers._claim). A pass ends when its last run does, so the other threads
+#: wait ~half a run. 32 against 4: pipelines/README.md, "Prefetching the entries a word's
+#: tokens read".
 PARTS_PER_THREAD = 32
 
 # stream tags of the three passes (the high bits; the block number is the low bits)
@@ -428,6 +430,62 @@ def _gather_part(b_lo, b_hi, wblocks, word_ptr, out_n, at, out_words, out_topics
             n += 1
 
 
+@njit(nogil=True, cache=True)
+def _claim_word_proposals(counter, split, wblocks, word_ptr, perm, z, n_wk, tw, gw, beta,
+                          n_topics, m_steps, local_only, key_state):
+    """:func:`_pass_word_proposals` on the parts ``split`` this thread claims."""
+    while True:
+        i = claim(counter, split.shape[0] - 1)
+        if i < 0:
+            return
+        _pass_word_proposals(split[i], split[i + 1], wblocks, word_ptr, perm, z, n_wk, tw, gw,
+                             beta, n_topics, m_steps, local_only, key_state)
+
+
+@njit(nogil=True, cache=True)
+def _claim_documents(counter, split, dblocks, doc_ptr, z, inv, tw, gw, n_k, coef, alpha,
+                     a_sum, symmetric, a_thr, a_alias, v_beta, m_steps, local_only, key_state,
+                     pass_k, tallies):
+    """:func:`_pass_documents` on the parts this thread claims.
+
+    Part ``i``'s moves go to ``pass_k[i]``, its (accepted, proposed) to ``tallies[i]``.
+    """
+    while True:
+        i = claim(counter, split.shape[0] - 1)
+        if i < 0:
+            return
+        tallies[i, 0], tallies[i, 1] = _pass_documents(
+            split[i], split[i + 1], dblocks, doc_ptr, z, inv, tw, gw, n_k, coef, alpha, a_sum,
+            symmetric, a_thr, a_alias, v_beta, m_steps, local_only, key_state, pass_k[i])
+
+
+@njit(nogil=True, cache=True)
+def _claim_word_accept(counter, split, wblocks, word_ptr, perm, z, tw, n_wk, n_k, coef, beta,
+                       v_beta, m_steps, local_only, key_state, pass_k, out_words, out_topics,
+                       out_counts, out_n, tallies):
+    """:func:`_pass_word_accept` on the parts this thread claims (as :func:`_claim_documents`)."""
+    while True:
+        i = claim(counter, split.shape[0] - 1)
+        if i < 0:
+            return
+        tallies[i, 0], tallies[i, 1] = _pass_word_accept(
+            split[i], split[i + 1], wblocks, word_ptr, perm, z, tw, n_wk, n_k, coef, beta,
+            v_beta, m_steps, local_only, key_state, pass_k[i], out_words, out_topics,
+            out_counts, out_n)
+
+
+@njit(nogil=True, cache=True)
+def _claim_gather(counter, split, wblocks, word_ptr, out_n, at, out_words, out_topics,
+                  out_counts, words, topics, counts):
+    """:func:`_gather_part` on the parts this thread claims."""
+    while True:
+        i = claim(counter, split.shape[0] - 1)
+        if i < 0:
+            return
+        _gather_part(split[i], split[i + 1], wblocks, word_ptr, out_n, at, out_words,
+                     out_topics, out_counts, words, topics, counts)
+
+
 def _scan_part(lo, hi, tokens, z, n_rows, n_topics, cached):
     """Check tokens ``[lo, hi)``: (first bad word id, first bad topic, equal to ``cached``).
 
@@ -618,31 +676,35 @@ class WarpLDASampler(Sampler):
             pass_k[:] = 0
             return 1.0 / (n_k + v_beta)
 
+        tallies = np.zeros((2, n_parts, 2), dtype=np.int64)  # passes 2, 3: per part
+
+        def on_threads(kernel, *args) -> float:
+            # every thread enters the kernel once and claims parts there, without the GIL
+            # (biglda.samplers._claim); returns the threads' CPU seconds
+            counter = new_counter()
+            return run_parts(pool, n_threads, n_threads, lambda _: kernel(counter, *args))[1]
+
         try:
-            _, cpu1 = run_parts(pool, n_threads, n_parts, lambda i: _pass_word_proposals(
-                wsplit[i], wsplit[i + 1], wblocks, word_ptr, perm, z, n_wk, tw, gw, beta,
-                n_topics, m, local_only, state))
+            cpu1 = on_threads(_claim_word_proposals, wsplit, wblocks, word_ptr, perm, z, n_wk,
+                              tw, gw, beta, n_topics, m, local_only, state)
             coef = 1.0 / (n_k + v_beta)
-            counts2, cpu2 = run_parts(pool, n_threads, n_parts, lambda i: _pass_documents(
-                dsplit[i], dsplit[i + 1], dblocks, doc_ptr, z, inv, tw, gw, n_k, coef, alpha,
-                a_sum, symmetric, a_thr, a_alias, v_beta, m, local_only, state, pass_k[i]))
+            cpu2 = on_threads(_claim_documents, dsplit, dblocks, doc_ptr, z, inv, tw, gw, n_k,
+                              coef, alpha, a_sum, symmetric, a_thr, a_alias, v_beta, m,
+                              local_only, state, pass_k, tallies[0])
             coef = end_pass()
-            counts3, cpu3 = run_parts(pool, n_threads, n_parts, lambda i: _pass_word_accept(
-                wsplit[i], wsplit[i + 1], wblocks, word_ptr, perm, z, tw, n_wk, n_k, coef,
-                beta, v_beta, m, local_only, state, pass_k[i], out_words, out_topics,
-                out_counts, out_n))
+            cpu3 = on_threads(_claim_word_accept, wsplit, wblocks, word_ptr, perm, z, tw, n_wk,
+                              n_k, coef, beta, v_beta, m, local_only, state, pass_k, out_words,
+                              out_topics, out_counts, out_n, tallies[1])
             end_pass()
             at = np.zeros(len(out_n) + 1, dtype=np.int64)
             np.cumsum(out_n, out=at[1:])
             words, topics, counts = (np.empty(int(at[-1]), dtype=np.int32) for _ in range(3))
-            _, cpu4 = run_parts(pool, n_threads, n_parts, lambda i: _gather_part(
-                wsplit[i], wsplit[i + 1], wblocks, word_ptr, out_n, at, out_words, out_topics,
-                out_counts, words, topics, counts))
+            cpu4 = on_threads(_claim_gather, wsplit, wblocks, word_ptr, out_n, at, out_words,
+                              out_topics, out_counts, words, topics, counts)
         finally:
             with self._lock:
                 self._spare.append(scratch)
-        n_accept = sum(a for a, _ in counts2 + counts3)
-        n_propose = sum(p for _, p in counts2 + counts3)
+        n_accept, n_propose = (int(x) for x in tallies.sum(axis=(0, 1)))
         return SweepResult(words, topics, counts, delta_k, n,
                            n_accept / n_propose if n_propose else None,
                            time.perf_counter() - t0,
