@@ -6,8 +6,9 @@ Each of T threads runs the same job at once (numba, ``nogil``), and the line rep
 jobs done per second against one thread's: ``compute`` is a chain of float multiply-adds
 (registers only: what independent cores give), ``memory`` random 4-byte reads of a
 ``--mib`` MiB array (far beyond the caches: what the shared memory system gives, the bound
-of the samplers' scattered ``n_wk`` reads). A 16-vCPU machine of 8 cores with two hardware
-threads each shows ``compute`` near 8-10x at 16 threads, not 16x.
+of the samplers' scattered ``n_wk`` reads), ``stream`` one read per cache line through each
+thread's own ``--mib`` MiB array (the memory bandwidth). A 16-vCPU machine of 8 cores with
+two hardware threads each shows ``compute`` near 8-10x at 16 threads, not 16x.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ def _compute(n):
 
 
 @njit(nogil=True, cache=True)
+def _stream(a):
+    total = 0
+    for i in range(0, a.shape[0], 16):  # one int32 per 64-byte line
+        total += a[i]
+    return total
+
+
+@njit(nogil=True, cache=True)
 def _memory(a, n, seed):
     total = 0
     j = np.uint64(seed)
@@ -41,7 +50,7 @@ def _memory(a, n, seed):
 
 
 def _rate(pool: ThreadPoolExecutor, n_threads: int, job) -> float:
-    """Jobs per second with ``n_threads`` of them at once (best of three)."""
+    """Jobs per second with ``n_threads`` of them at once (best of three); job ``i`` of each."""
     best = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()
@@ -57,10 +66,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     counts = [int(t) for t in args.threads.split(",")]
     a = np.ones((args.mib << 20) // 4, dtype=np.int32)
+    own = [np.ones_like(a) for _ in range(max(counts))]  # the stream's, one per thread
     jobs = {"compute": lambda i: _compute(100_000_000),
-            "memory": lambda i: _memory(a, 10_000_000, i + 1)}
+            "memory": lambda i: _memory(a, 10_000_000, i + 1),
+            "stream": lambda i: [_stream(own[i]) for _ in range(4)]}
     _compute(10)
     _memory(a, 10, 1)
+    _stream(a[:16])
     print("| job | " + " | ".join(f"{t} threads" for t in counts) + " |")
     print("|---|" + "---|" * len(counts))
     with ThreadPoolExecutor(max(counts)) as pool:
