@@ -106,23 +106,27 @@ _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def _apply_pool() -> ThreadPoolExecutor | None:
-    """Return a pool of as many threads as this Dask worker has; None outside one or on 1.
-
-    (The worker's threads sample; while a push is applied, its sampling has ended.)
-    """
+def _worker_threads() -> int:
+    """Return the threads of the Dask worker whose task or actor call runs this, else 1."""
     try:
         from distributed import get_worker
 
-        n = int(get_worker().state.nthreads)
+        return max(1, int(get_worker().state.nthreads))
     except (ImportError, ValueError, AttributeError):
-        return None
-    if n <= 1:
+        return 1
+
+
+def _apply_pool(n_threads: int) -> ThreadPoolExecutor | None:
+    """Return a shared pool of ``n_threads`` threads; None for one.
+
+    (A worker's threads sample; while a push is applied, its sampling has ended.)
+    """
+    if n_threads <= 1:
         return None
     with _POOLS_LOCK:
-        if n not in _POOLS:
-            _POOLS[n] = ThreadPoolExecutor(n, thread_name_prefix="biglda-apply")
-        return _POOLS[n]
+        if n_threads not in _POOLS:
+            _POOLS[n_threads] = ThreadPoolExecutor(n_threads, thread_name_prefix="biglda-apply")
+        return _POOLS[n_threads]
 
 
 class TableShard:
@@ -156,6 +160,12 @@ class TableShard:
         self.n_wk = np.zeros((self.row_stop - self.row_start, self.n_topics), dtype=np.int32)
         self.n_k = np.zeros(self.n_topics, dtype=np.int64)
         self.row_ll = 0.0  # Σ over entries of lgamma(n + β) - lgamma(β)
+        # a large push is applied on as many threads as the worker that creates the actor
+        # has, found here: a call through biglda.ps.calls.SameProcess runs on the actor's
+        # thread outside Dask's task state, where get_worker() fails (until 2026-11-26's
+        # sixth session every in-process push was applied on one thread that way)
+        self.apply_threads = _worker_threads()
+        self.parallel_applies = 0  # pushes applied in chunks on several threads
         self._lg = lgamma_table(self.beta)
         self.applied = np.full(self.n_shards, NO_CLOCK, dtype=np.int64)  # last clock per shard
         # per-writer entries by clock: the frontier (clocks not folded yet), and folded ones
@@ -242,13 +252,14 @@ class TableShard:
         args = (self.beta, self._lg)
         if len(rows) < PARALLEL_APPLY_ENTRIES:
             return apply_delta_ll(self.n_wk, rows, topics, counts, *args, dk)
-        pool = _apply_pool()
+        pool = _apply_pool(self.apply_threads)
         run = (lambda f, n: list(map(f, range(n)))) if pool is None else (
             lambda f, n: list(pool.map(f, range(n))))
         cuts = row_chunks(rows, APPLY_CHUNK, run)
         if cuts is None:
             return apply_delta_ll(self.n_wk, rows, topics, counts, *args, dk)
         dks = np.zeros((len(cuts) - 1, self.n_topics), dtype=np.int64)
+        self.parallel_applies += pool is not None
 
         def chunk(i: int) -> float:
             a, b = cuts[i], cuts[i + 1]
@@ -574,7 +585,9 @@ class TableShard:
     def info(self) -> dict[str, Any]:
         """Return the counters: bytes, pushes, log length, applied clocks, work of pulls.
 
-        Bytes in/out, pushes applied/ignored, log length, applied clocks, and the work of
+        Bytes in/out, pushes applied/ignored, log length, applied clocks, the threads a
+        large push is applied on (``apply_threads``) and how many were (``parallel_applies``),
+        and the work of
         pulls in entries (``fold_entries``: pushed entries summed into folded clocks; per
         pull: ``pull_rows_probed``, ``pull_gathered``, ``pull_log_scanned``,
         ``pull_merged``, ``pull_own``, ``pull_entries_out``).
@@ -584,7 +597,8 @@ class TableShard:
                 "pushes": self.n_pushes, "ignored": self.n_ignored,
                 "log_entries": sum(len(v) for v in self._log.values()),
                 "folded_clocks": len(self._folded), "folded_upto": self._folded_upto,
-                "applied": self.applied.tolist(),
+                "applied": self.applied.tolist(), "apply_threads": self.apply_threads,
+                "parallel_applies": self.parallel_applies,
                 "row_ll": self.row_ll, "nbytes": int(self.n_wk.nbytes),
                 "pulls": self.n_pulls, "fold_entries": self.fold_entries,
                 "pull_rows_probed": self.pull_rows_probed,

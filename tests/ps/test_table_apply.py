@@ -30,7 +30,7 @@ def test_chunked_push_equals_one_apply(monkeypatch, sort, threads):
     monkeypatch.setattr(table_mod, "PARALLEL_APPLY_ENTRIES", 300)
     monkeypatch.setattr(table_mod, "APPLY_CHUNK", 64)
     pool = ThreadPoolExecutor(threads) if threads else None
-    monkeypatch.setattr(table_mod, "_apply_pool", lambda: pool)
+    monkeypatch.setattr(table_mod, "_apply_pool", lambda n: pool)
     rng = np.random.default_rng(0)
     n_rows, n_topics = 40, 7
     ts = TableShard(0, 0, n_rows, n_topics, n_shards=1, beta=0.1)
@@ -83,3 +83,34 @@ def test_take_ids_and_first_outside_against_numpy():
     hi = int(words[77])  # the first word id >= hi is outside [0, hi)
     assert first_outside(words, 0, hi) == int(np.flatnonzero(words >= hi)[0])
     assert first_outside(words[:0], 0, 1) == -1
+
+
+def _push_large_in_process(tables, n_entries: int) -> dict:
+    """In a worker task: push a sorted delta through this process's own table shard."""
+    local = tables.in_this_process()
+    rng = np.random.default_rng(3)
+    key = np.unique(rng.integers(0, 2000 * 1000, 2 * n_entries))[:n_entries]
+    words, topics = (key // 1000).astype(np.int32), (key % 1000).astype(np.int32)
+    local.push(0, 0, [(words, topics, np.ones(len(key), dtype=np.int32))], timeout=60)
+    return local.actors[0].info().result(timeout=60)
+
+
+def test_a_push_from_the_workers_own_process_is_applied_on_its_threads():
+    # The trainer pushes through SameProcess: the call runs on the actor's thread outside
+    # Dask's task state, where get_worker() fails. The shard learns the worker's threads
+    # when it is created, so a large in-process push is still applied in chunks on them
+    # (until the fix every such push was applied on one thread).
+    from biglda.ps.startup import start_parameter_server
+    from biglda.trainer.cluster import connect
+
+    n = table_mod.PARALLEL_APPLY_ENTRIES + 1000  # (a table of 2,000 rows x 1,000 topics)
+    with connect(workers=1, threads_per_worker=2) as client:
+        ps = start_parameter_server(client, 2000, 1000, 1, 0.1, staleness=0,
+                                    workers=sorted(client.scheduler_info()["workers"]))
+        try:
+            info = client.submit(_push_large_in_process, ps.tables, n,
+                                 pure=False).result(timeout=120)
+        finally:
+            ps.close()
+    assert info["apply_threads"] == 2
+    assert info["parallel_applies"] == 1 and info["pushes"] == 1
