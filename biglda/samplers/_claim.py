@@ -10,28 +10,39 @@ one numba call per pass and takes the parts from a shared counter by atomic fetc
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
-from numba import njit, types
+from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+if config.DISABLE_JIT:  # the kernels run as Python (the interpreter's tests): a lock
+    _LOCK = threading.Lock()
 
-@intrinsic
-def _fetch_add(typingctx, counter, value):
-    """``old = counter[0]; counter[0] += value; return old``, atomically (int64 [1])."""
-    if not (isinstance(counter, types.Array) and counter.dtype == types.int64
-            and counter.ndim == 1 and isinstance(value, types.Integer)):
-        return None
+    def _fetch_add(counter, value):
+        """``old = counter[0]; counter[0] += value; return old``, atomically (int64 [1])."""
+        with _LOCK:
+            old = int(counter[0])
+            counter[0] += value
+            return old
+else:
+    @intrinsic
+    def _fetch_add(typingctx, counter, value):
+        """``old = counter[0]; counter[0] += value; return old``, atomically (int64 [1])."""
+        if not (isinstance(counter, types.Array) and counter.dtype == types.int64
+                and counter.ndim == 1 and isinstance(value, types.Integer)):
+            return None
 
-    def codegen(context, builder, sig, args):
-        arr, inc = args
-        ary = context.make_array(sig.args[0])(context, builder, arr)
-        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary,
-                                       [context.get_constant(types.intp, 0)])
-        inc = context.cast(builder, inc, sig.args[1], types.int64)
-        return builder.atomic_rmw("add", ptr, inc, "monotonic")
+        def codegen(context, builder, sig, args):
+            arr, inc = args
+            ary = context.make_array(sig.args[0])(context, builder, arr)
+            ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary,
+                                           [context.get_constant(types.intp, 0)])
+            inc = context.cast(builder, inc, sig.args[1], types.int64)
+            return builder.atomic_rmw("add", ptr, inc, "monotonic")
 
-    return types.int64(counter, value), codegen
+        return types.int64(counter, value), codegen
 
 
 @njit(nogil=True, cache=True)
