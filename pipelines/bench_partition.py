@@ -52,10 +52,14 @@ def main(argv=None) -> int:
         for name in ("_half_sweep", "_dense_part", "_sparse_part"):
             kernel = getattr(module, name, None)
             if kernel is not None:
-                def timed(*a, _k=kernel):  # (only a partitioned sweep calls it from Python)
+                # (d_lo, d_hi, wlo, whi come before record, and before the dense part's
+                # doc_counts)
+                at = -6 if name == "_dense_part" else -5
+
+                def timed(*a, _k=kernel, _at=at):  # (only a partitioned sweep calls it here)
                     t0 = time.perf_counter()
                     out = _k(*a)
-                    parts.append((a[-5], a[-3], time.perf_counter() - t0))  # d_lo, wlo
+                    parts.append((a[_at], a[_at + 2], time.perf_counter() - t0))  # d_lo, wlo
                     return out
                 setattr(module, name, timed)
     corpus = Corpus.open(args.corpus)

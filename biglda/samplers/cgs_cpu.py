@@ -125,14 +125,17 @@ def _cgs_dense_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
     :func:`_dense_part` of every document and word.
     """
     return _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 0,
-                       doc_ptr.shape[0] - 1, 0, n_wk.shape[0], False)[0]
+                       doc_ptr.shape[0] - 1, 0, n_wk.shape[0],
+                       np.zeros((0, 1), dtype=np.int32), False)[0]  # (count each document)
 
 
 @njit(nogil=True, cache=True)
 def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo, d_hi, wlo,
-                whi, record):
+                whi, doc_counts, record):
     """Sweep the tokens of the documents ``[d_lo, d_hi)`` with words in ``[wlo, whi)``.
 
+    ``doc_counts``: the documents' topic counts (int32 [d_hi - d_lo, K], :func:`_doc_counts`),
+    kept up to date here, or :data:`_NO_DOC_COUNTS` to count each document's tokens anew.
     Returns ``(state, moved)``: the tokens it moved, with ``record`` (else empty).
 
     Per token: p_k = qc_k (n_wk + beta) in float32 with qc_k = (alpha_k + n_dk) / (n_k +
@@ -155,17 +158,23 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
         qc[k] = alpha[k] * coef[k]
     p = np.zeros(width, dtype=np.float32)
     tree = np.empty(_LANES // 2, dtype=np.float64)
+    kept = doc_counts.shape[0] > 0
     n_dk = np.zeros(n_topics, dtype=np.int32)
     moved = np.empty(1024 if record else 0, dtype=np.int64)
     n_moved = 0
     for d in range(d_lo, d_hi):
         lo = doc_ptr[d]
         hi = doc_ptr[d + 1]
-        for i in range(lo, hi):
-            n_dk[z[i]] += 1
-        for i in range(lo, hi):
-            t = z[i]
-            qc[t] = (alpha[t] + n_dk[t]) * coef[t]
+        if kept:  # the document's row, all K coefficients anew (the same values)
+            n_dk = doc_counts[d - d_lo]
+            for k in range(n_topics):
+                qc[k] = (alpha[k] + n_dk[k]) * coef[k]
+        else:
+            for i in range(lo, hi):
+                n_dk[z[i]] += 1
+            for i in range(lo, hi):
+                t = z[i]
+                qc[t] = (alpha[t] + n_dk[t]) * coef[t]
         for i in range(lo, hi):
             w = tokens[i]
             if w < wlo or w >= whi:
@@ -214,11 +223,33 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
             n_wk[w, t] += 1
             coef[t] = 1.0 / (n_k[t] + v_beta)
             qc[t] = (alpha[t] + n_dk[t]) * coef[t]
-        for i in range(lo, hi):  # back to alpha-only coefficients for the next document
-            t = z[i]
-            n_dk[t] = 0
-            qc[t] = alpha[t] * coef[t]
+        if not kept:
+            for i in range(lo, hi):  # back to alpha-only coefficients for the next document
+                t = z[i]
+                n_dk[t] = 0
+                qc[t] = alpha[t] * coef[t]
     return state, moved[:n_moved]
+
+
+# ``doc_counts`` of a dense part that counts each document's tokens itself (int32 [0, 1]).
+_NO_DOC_COUNTS = np.zeros((0, 1), dtype=np.int32)
+
+# A partitioned dense sweep keeps every document's topic counts (int32 [D, K]) for its T
+# steps where they take at most this many entries a token: a part then sets a document up
+# in O(K) vectorized work instead of three passes over all its tokens in each of the T
+# steps (at 16 threads the passes had cost as much as the sampling: pipelines/README.md,
+# "Sixth session"). Above it (large K against short documents) the passes stay.
+DOC_COUNT_ENTRIES_PER_TOKEN = 4
+
+
+@njit(nogil=True, cache=True)
+def _doc_counts(doc_ptr, z, d_lo, d_hi, n_topics):
+    """Return the topic counts of the documents ``[d_lo, d_hi)``: int32 [d_hi - d_lo, K]."""
+    out = np.zeros((d_hi - d_lo, n_topics), dtype=np.int32)
+    for d in range(d_lo, d_hi):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            out[d - d_lo, z[i]] += 1
+    return out
 
 
 @njit(nogil=True, cache=True)
@@ -635,9 +666,16 @@ class CGSSampler(Sampler):
         """Sweep on the threads of ``part`` (a :class:`Partition`) with this sweep's kernel."""
         dcut, wcut = part.dcut, part.wcut
         if self._kernel(tokens, n_wk) == "dense":
+            n_topics = n_k.shape[0]
+            if (doc_ptr.shape[0] - 1) * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens):
+                counts = part.on_threads(_doc_counts, [
+                    (doc_ptr, z, dcut[i], dcut[i + 1], n_topics) for i in range(part.t)])
+            else:
+                counts = [_NO_DOC_COUNTS] * part.t
             part.run_steps(_dense_part, lambda i, r, own_k, sub: (
                 tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, dcut[i],
-                dcut[i + 1], wcut[r], wcut[r + 1], part.record), n_k, state, _TAG_DENSE)
+                dcut[i + 1], wcut[r], wcut[r + 1], counts[i], part.record), n_k, state,
+                _TAG_DENSE)
             return None
         # the word lists of each word range, on the threads; a step's part of range r moves
         # them (one part of a step per range)

@@ -157,3 +157,20 @@ def test_bad_tokens_and_topics_are_refused_before_anything_changes(sampler):
                     pool=pool, n_threads=2)
     for a, b in zip((z, n_wk, n_k), before, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_dense_cgs_keeps_document_counts_without_changing_the_chain(monkeypatch):
+    # A partitioned dense cgs sweep keeps every document's topic counts across its T steps
+    # (where D x K is small against the tokens) instead of counting each document's tokens
+    # in every step: the same coefficients, so the same chain bit for bit, counts or not.
+    import biglda.samplers.cgs_cpu as cgs_mod
+
+    tokens, doc_ptr, n_words = _corpus(seed=4)
+    assert (len(doc_ptr) - 1) * 9 <= cgs_mod.DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens)
+    dense = ("cgs", {"dense_above": 0.0})
+    with ThreadPoolExecutor(2) as pool:
+        kept = _sweeps(tokens, doc_ptr, n_words, 9, pool, 3, 4, sampler=dense)
+        monkeypatch.setattr(cgs_mod, "DOC_COUNT_ENTRIES_PER_TOKEN", 0)  # count each step
+        counted = _sweeps(tokens, doc_ptr, n_words, 9, pool, 3, 4, sampler=dense)
+    for a, b in zip(kept, counted, strict=True):
+        np.testing.assert_array_equal(a, b)
