@@ -53,8 +53,8 @@ def main(argv=None) -> int:
             kernel = getattr(module, name, None)
             if kernel is not None:
                 # (d_lo, d_hi, wlo, whi come before record, and before the dense part's
-                # doc_counts)
-                at = -6 if name == "_dense_part" else -5
+                # doc_counts and idx)
+                at = -7 if name == "_dense_part" else -5
 
                 def timed(*a, _k=kernel, _at=at):  # (only a partitioned sweep calls it here)
                     t0 = time.perf_counter()

@@ -126,16 +126,18 @@ def _cgs_dense_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
     """
     return _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 0,
                        doc_ptr.shape[0] - 1, 0, n_wk.shape[0],
-                       np.zeros((0, 1), dtype=np.int32), False)[0]  # (count each document)
+                       np.zeros((0, 1), dtype=np.int32), np.zeros(0, dtype=np.int64),
+                       False)[0]  # (every token, each document counted)
 
 
 @njit(nogil=True, cache=True)
 def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo, d_hi, wlo,
-                whi, doc_counts, record):
+                whi, doc_counts, idx, record):
     """Sweep the tokens of the documents ``[d_lo, d_hi)`` with words in ``[wlo, whi)``.
 
-    ``doc_counts``: the documents' topic counts (int32 [d_hi - d_lo, K], :func:`_doc_counts`),
-    kept up to date here, or :data:`_NO_DOC_COUNTS` to count each document's tokens anew.
+    ``doc_counts``: the documents' topic counts (int32 [d_hi - d_lo, K]) kept up to date
+    here, and ``idx`` those tokens, ascending (both from :func:`_doc_lists`); or an empty
+    ``doc_counts`` to visit every token of the documents and count each document anew.
     Returns ``(state, moved)``: the tokens it moved, with ``record`` (else empty).
 
     Per token: p_k = qc_k (n_wk + beta) in float32 with qc_k = (alpha_k + n_dk) / (n_k +
@@ -162,20 +164,31 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
     n_dk = np.zeros(n_topics, dtype=np.int32)
     moved = np.empty(1024 if record else 0, dtype=np.int64)
     n_moved = 0
+    j_doc = 0  # with kept counts: the document's first token in idx
     for d in range(d_lo, d_hi):
         lo = doc_ptr[d]
         hi = doc_ptr[d + 1]
-        if kept:  # the document's row, all K coefficients anew (the same values)
+        if kept:
+            if j_doc == idx.shape[0] or idx[j_doc] >= hi:
+                continue  # none of its tokens here
+            # the document's row, all K coefficients anew (the values counting gives)
             n_dk = doc_counts[d - d_lo]
             for k in range(n_topics):
                 qc[k] = (alpha[k] + n_dk[k]) * coef[k]
+            run_lo = j_doc
+            while j_doc < idx.shape[0] and idx[j_doc] < hi:
+                j_doc += 1
+            run_hi = j_doc
         else:
             for i in range(lo, hi):
                 n_dk[z[i]] += 1
             for i in range(lo, hi):
                 t = z[i]
                 qc[t] = (alpha[t] + n_dk[t]) * coef[t]
-        for i in range(lo, hi):
+            run_lo = lo
+            run_hi = hi
+        for jj in range(run_lo, run_hi):
+            i = idx[jj] if kept else jj
             w = tokens[i]
             if w < wlo or w >= whi:
                 continue
@@ -231,25 +244,44 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
     return state, moved[:n_moved]
 
 
-# ``doc_counts`` of a dense part that counts each document's tokens itself (int32 [0, 1]).
+# ``doc_counts`` and ``idx`` of a dense part that visits every token of its documents.
 _NO_DOC_COUNTS = np.zeros((0, 1), dtype=np.int32)
+_NO_TOKENS = np.zeros(0, dtype=np.int64)
 
 # A partitioned dense sweep keeps every document's topic counts (int32 [D, K]) for its T
-# steps where they take at most this many entries a token: a part then sets a document up
-# in O(K) vectorized work instead of three passes over all its tokens in each of the T
-# steps (at 16 threads the passes had cost as much as the sampling: pipelines/README.md,
+# steps where they take at most this many entries a token, and lists each part's tokens: a
+# part then visits only its own tokens, and sets a document up with one vectorized pass over
+# K instead of three passes over all its tokens, in each of the T steps (pipelines/README.md,
 # "Sixth session"). Above it (large K against short documents) the passes stay.
 DOC_COUNT_ENTRIES_PER_TOKEN = 4
 
 
 @njit(nogil=True, cache=True)
-def _doc_counts(doc_ptr, z, d_lo, d_hi, n_topics):
-    """Return the topic counts of the documents ``[d_lo, d_hi)``: int32 [d_hi - d_lo, K]."""
-    out = np.zeros((d_hi - d_lo, n_topics), dtype=np.int32)
+def _doc_lists(tokens, doc_ptr, z, d_lo, d_hi, range_of, n_ranges, n_topics):
+    """Return the documents ``[d_lo, d_hi)``'s topic counts and tokens by word range.
+
+    ``(counts int32 [d_hi - d_lo, K], ptr int64 [n_ranges + 1], idx int64 [n])``: the
+    tokens whose word is in range ``r`` (``range_of[w]``) are ``idx[ptr[r]:ptr[r + 1]]``,
+    ascending.
+    """
+    counts = np.zeros((d_hi - d_lo, n_topics), dtype=np.int32)
+    ptr = np.zeros(n_ranges + 1, dtype=np.int64)
+    lo = doc_ptr[d_lo]
+    hi = doc_ptr[d_hi]
     for d in range(d_lo, d_hi):
         for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            out[d - d_lo, z[i]] += 1
-    return out
+            counts[d - d_lo, z[i]] += 1
+    for i in range(lo, hi):
+        ptr[range_of[tokens[i]] + 1] += 1
+    for r in range(n_ranges):
+        ptr[r + 1] += ptr[r]
+    fill = ptr[:-1].copy()
+    idx = np.empty(hi - lo, dtype=np.int64)
+    for i in range(lo, hi):
+        r = range_of[tokens[i]]
+        idx[fill[r]] = i
+        fill[r] += 1
+    return counts, ptr, idx
 
 
 @njit(nogil=True, cache=True)
@@ -668,14 +700,19 @@ class CGSSampler(Sampler):
         if self._kernel(tokens, n_wk) == "dense":
             n_topics = n_k.shape[0]
             if (doc_ptr.shape[0] - 1) * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens):
-                counts = part.on_threads(_doc_counts, [
-                    (doc_ptr, z, dcut[i], dcut[i + 1], n_topics) for i in range(part.t)])
+                docs = part.on_threads(_doc_lists, [
+                    (tokens, doc_ptr, z, dcut[i], dcut[i + 1], part.range_of, part.t,
+                     n_topics) for i in range(part.t)])
             else:
-                counts = [_NO_DOC_COUNTS] * part.t
-            part.run_steps(_dense_part, lambda i, r, own_k, sub: (
-                tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, dcut[i],
-                dcut[i + 1], wcut[r], wcut[r + 1], counts[i], part.record), n_k, state,
-                _TAG_DENSE)
+                docs = [(_NO_DOC_COUNTS, np.zeros(part.t + 1, np.int64), _NO_TOKENS)] * part.t
+
+            def args(i, r, own_k, sub):
+                counts, ptr, idx = docs[i]
+                return (tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, dcut[i],
+                        dcut[i + 1], wcut[r], wcut[r + 1], counts, idx[ptr[r]:ptr[r + 1]],
+                        part.record)
+
+            part.run_steps(_dense_part, args, n_k, state, _TAG_DENSE)
             return None
         # the word lists of each word range, on the threads; a step's part of range r moves
         # them (one part of a step per range)
