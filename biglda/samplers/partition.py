@@ -9,9 +9,9 @@ copies' moves are summed at the step's end: the only approximation, so the chain
 but for ``n_k`` (on one thread the samplers run their exact kernels instead). Each part
 draws from its own stream, so the chain is the same on every run with the same T, whichever
 thread takes which part, but not the same for another T. The sweep's delta is gathered a
-word range on each thread: from a snapshot of the rows where they are few (as
-:meth:`biglda.samplers.base.Sampler.sweep` chooses), else from the tokens the kernels
-recorded as moved (``record``).
+word range on each thread: from a snapshot of the rows where they are at most
+:data:`SNAPSHOT_ENTRIES_PER_TOKEN` a token, else from the tokens the kernels recorded as
+moved (``record``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,18 @@ from typing import Any
 import numpy as np
 
 from biglda.samplers._kernels import _dense_delta, _moves_delta
-from biglda.samplers.base import SNAPSHOT_ENTRIES_PER_TOKEN, SweepResult, check_sweep_args
+from biglda.samplers.base import SweepResult, check_sweep_args
 from biglda.samplers.parts import run_parts
 from biglda.samplers.rng import _substream
+
+# A partitioned sweep takes its delta from a snapshot of the rows where they hold at most this
+# many entries a token (a transient copy of at most 32 bytes a token), else from the tokens
+# its kernels record as moved. Recording slows the kernels and its delta pass is scattered:
+# at 2 threads the snapshot was faster from 2.5 to 23.6 entries a token (lightlda, K = 1,000
+# on synth20m / synth4m / Debian: -17%, -11%, -15% a sweep; K = 3,000 on Debian -2%; cgs
+# at K = 1,000 on synth4m -24%; pipelines/README.md, "Sixth session"). The bound keeps the
+# copy near what recording itself holds (the moved lists and their concatenation).
+SNAPSHOT_ENTRIES_PER_TOKEN = 8
 
 
 class Partition:
@@ -94,8 +103,15 @@ class Partition:
         return results
 
     def snapshot(self, n_wk: np.ndarray, n_k: np.ndarray) -> None:
-        """Keep copies of the rows and totals before the sweep (without ``record``)."""
-        self.before = (n_wk.copy(), n_k.copy())
+        """Keep copies of the rows and totals before the sweep (without ``record``).
+
+        The rows are copied a word range on each thread (NumPy's copy releases the GIL).
+        """
+        rows = np.empty_like(n_wk)
+        self.on_threads(np.copyto, [(rows[self.wcut[r]:self.wcut[r + 1]],
+                                     n_wk[self.wcut[r]:self.wcut[r + 1]])
+                                    for r in range(self.t)])
+        self.before = (rows, n_k.copy())
 
     def delta(self, tokens: np.ndarray, z_old: np.ndarray, z: np.ndarray, n_wk: np.ndarray,
               n_k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -139,7 +155,7 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
                      record=not snap)
     if snap:
         part.snapshot(n_wk, n_k)
-    z_old = z.copy()
+    z_old = z if snap else z.copy()  # (only the moved tokens' delta reads the old topics)
     accept_rate = run(part, alpha, key.state())
     words, topics, counts, delta_k = part.delta(tokens, z_old, z, n_wk, n_k)
     return SweepResult(words, topics, counts, delta_k, int(tokens.shape[0]), accept_rate,

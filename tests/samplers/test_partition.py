@@ -66,7 +66,7 @@ def _sweeps(tokens, doc_ptr, n_words, n_topics, pool, n_threads, n_sweeps, alpha
 
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=IDS)
 @pytest.mark.parametrize("n_threads", [2, 3])
-@pytest.mark.parametrize("n_words", [60, 5000], ids=["snapshot", "moved-tokens"])
+@pytest.mark.parametrize("n_words", [60, 20_000], ids=["snapshot", "moved-tokens"])
 def test_counts_and_delta_after_every_sweep(n_threads, sampler, n_words):
     tokens, doc_ptr, n_words = _corpus(n_words=n_words)
     with ThreadPoolExecutor(n_threads - 1) as pool:
