@@ -12,7 +12,9 @@ log-likelihood per token at the end (the chains differ by thread count; on one t
 the exact chain). More threads than cores share them: CPU per token still shows what the
 partition adds. ``--word-cost-power P`` sets the sampler's ``WORD_COST_POWER`` (how word
 ranges are cut); ``--part-times`` prints each part's seconds of the last sweep (document
-range, word range), the balance a step waits for.
+range, word range), the balance a step waits for. ``--snapshot-entries N`` sets how many
+row entries a token the partitioned sweeps still snapshot for their delta (0: they record
+the moved tokens instead).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", type=int, default=4)
     ap.add_argument("--word-cost-power", type=float)
     ap.add_argument("--part-times", action="store_true")
+    ap.add_argument("--snapshot-entries", type=float,
+                    help="partition.SNAPSHOT_ENTRIES_PER_TOKEN: 0 makes the sweeps record moves")
     args = ap.parse_args(argv)
 
     import importlib
@@ -47,6 +51,10 @@ def main(argv=None) -> int:
                                           args.sampler, "biglda.samplers.warplda_cpu"))
     if args.word_cost_power is not None:
         module.WORD_COST_POWER = args.word_cost_power
+    if args.snapshot_entries is not None:
+        import biglda.samplers.partition as partition
+
+        partition.SNAPSHOT_ENTRIES_PER_TOKEN = args.snapshot_entries
     parts: list[tuple] = []
     if args.part_times:  # time each part of each step (the kernels the steps call)
         for name in ("_half_sweep", "_dense_part", "_sparse_part"):
