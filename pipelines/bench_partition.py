@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--word-cost-power", type=float)
     ap.add_argument("--part-times", action="store_true")
     ap.add_argument("--snapshot-entries", type=float,
-                    help="partition.SNAPSHOT_ENTRIES_PER_TOKEN: 0 makes the sweeps record moves")
+                    help="SNAPSHOT_ENTRIES_PER_TOKEN: 0 makes the sweeps record moves")
     args = ap.parse_args(argv)
 
     import importlib
@@ -52,9 +52,11 @@ def main(argv=None) -> int:
     if args.word_cost_power is not None:
         module.WORD_COST_POWER = args.word_cost_power
     if args.snapshot_entries is not None:
+        import biglda.samplers.base as base
         import biglda.samplers.partition as partition
 
-        partition.SNAPSHOT_ENTRIES_PER_TOKEN = args.snapshot_entries
+        base.SNAPSHOT_ENTRIES_PER_TOKEN = args.snapshot_entries  # (one thread)
+        partition.SNAPSHOT_ENTRIES_PER_TOKEN = args.snapshot_entries  # (its own import)
     parts: list[tuple] = []
     if args.part_times:  # time each part of each step (the kernels the steps call)
         for name in ("_half_sweep", "_dense_part", "_sparse_part"):

@@ -16,11 +16,15 @@ from biglda.errors import ConfigError
 from biglda.samplers._kernels import _check_z, _dense_delta, _sweep_delta
 from biglda.samplers.rng import RandomKey
 
-# Sampler.sweep takes the delta from a snapshot of n_wk when the rows hold at most this many
-# entries per token of the shard (a snapshot of <= 8 bytes a token): on Debian at K = 100
-# (0.8 entries a token) the snapshot and diff take 5-7 ms a sweep against 70-100 ms for
-# bucketing 50-97% moved tokens by word (pipelines/README.md, "cgs's start").
-SNAPSHOT_ENTRIES_PER_TOKEN = 2
+# Sampler.sweep (and a sweep on several threads, biglda.samplers.partition) takes the delta
+# from a snapshot of n_wk when the rows hold at most this many entries per token of the shard
+# (a transient copy of <= 32 bytes a token), else by comparing z with a copy. On Debian at
+# K = 100 (0.8 entries a token) the snapshot and diff take 5-7 ms a sweep against 70-100 ms
+# for bucketing 50-97% moved tokens by word (pipelines/README.md, "cgs's start"); at 5
+# entries a token (synth4m, K = 1,000) one-thread sweeps were still 16% (lightlda) and 7%
+# (cgs) faster with it, and two-thread sweeps faster from 2.5 to 23.6 (pipelines/README.md,
+# "Sixth session"). It was 2 until then.
+SNAPSHOT_ENTRIES_PER_TOKEN = 8
 
 
 @dataclass(frozen=True)

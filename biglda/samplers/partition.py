@@ -10,8 +10,8 @@ but for ``n_k`` (on one thread the samplers run their exact kernels instead). Ea
 draws from its own stream, so the chain is the same on every run with the same T, whichever
 thread takes which part, but not the same for another T. The sweep's delta is gathered a
 word range on each thread: from a snapshot of the rows where they are at most
-:data:`SNAPSHOT_ENTRIES_PER_TOKEN` a token, else from the tokens the kernels recorded as
-moved (``record``).
+``SNAPSHOT_ENTRIES_PER_TOKEN`` a token (:mod:`biglda.samplers.base`), else from the tokens
+the kernels recorded as moved (``record``).
 """
 
 from __future__ import annotations
@@ -24,18 +24,9 @@ from typing import Any
 import numpy as np
 
 from biglda.samplers._kernels import _dense_delta, _moves_delta
-from biglda.samplers.base import SweepResult, check_sweep_args
+from biglda.samplers.base import SNAPSHOT_ENTRIES_PER_TOKEN, SweepResult, check_sweep_args
 from biglda.samplers.parts import run_parts
 from biglda.samplers.rng import _substream
-
-# A partitioned sweep takes its delta from a snapshot of the rows where they hold at most this
-# many entries a token (a transient copy of at most 32 bytes a token), else from the tokens
-# its kernels record as moved. Recording slows the kernels and its delta pass is scattered:
-# at 2 threads the snapshot was faster from 2.5 to 23.6 entries a token (lightlda, K = 1,000
-# on synth20m / synth4m / Debian: -17%, -11%, -15% a sweep; K = 3,000 on Debian -2%; cgs
-# at K = 1,000 on synth4m -24%; pipelines/README.md, "Sixth session"). The bound keeps the
-# copy near what recording itself holds (the moved lists and their concatenation).
-SNAPSHOT_ENTRIES_PER_TOKEN = 8
 
 
 class Partition:
