@@ -53,10 +53,8 @@ def main(argv=None) -> int:
         module.WORD_COST_POWER = args.word_cost_power
     if args.snapshot_entries is not None:
         import biglda.samplers.base as base
-        import biglda.samplers.partition as partition
 
-        base.SNAPSHOT_ENTRIES_PER_TOKEN = args.snapshot_entries  # (one thread)
-        partition.SNAPSHOT_ENTRIES_PER_TOKEN = args.snapshot_entries  # (its own import)
+        base.SNAPSHOT_ENTRIES_PER_TOKEN = args.snapshot_entries  # (one and several threads)
     parts: list[tuple] = []
     if args.part_times:  # time each part of each step (the kernels the steps call)
         for name in ("_half_sweep", "_dense_part", "_sparse_part"):

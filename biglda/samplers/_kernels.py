@@ -407,3 +407,31 @@ def _sample_alias(state, lo, n, thr, alias):
     if (x & _LOW32) < thr[lo + j]:
         return state, j
     return state, np.int64(alias[lo + j])
+
+
+@njit(nogil=True, cache=True)
+def _range_lists(tokens, doc_ptr, z, half, d_lo, d_hi, range_of, n_ranges, n_topics):
+    """Return the tokens of the documents ``[d_lo, d_hi)``, grouped by word range.
+
+    Those of one half (``d % 2 == half``: lightlda's), or of every document with ``half =
+    -1``. Returns ``(topic counts int64 [K], ptr int64 [n_ranges + 1], idx int64 [n])``: the
+    tokens of word range ``r`` (``range_of[w]``) are ``idx[ptr[r]:ptr[r + 1]]``, ascending.
+    """
+    counts = np.zeros(n_topics, dtype=np.int64)
+    ptr = np.zeros(n_ranges + 1, dtype=np.int64)
+    stride = 1 if half < 0 else 2
+    first = d_lo if half < 0 else d_lo + ((d_lo + half) & 1)
+    for d in range(first, d_hi, stride):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            counts[z[i]] += 1
+            ptr[range_of[tokens[i]] + 1] += 1
+    for r in range(n_ranges):
+        ptr[r + 1] += ptr[r]
+    fill = ptr[:-1].copy()
+    idx = np.empty(ptr[n_ranges], dtype=np.int64)
+    for d in range(first, d_hi, stride):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            r = range_of[tokens[i]]
+            idx[fill[r]] = i
+            fill[r] += 1
+    return counts, ptr, idx

@@ -48,7 +48,7 @@ import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _note
+from biglda.samplers._kernels import _note, _range_lists
 from biglda.samplers.base import Sampler, SweepResult
 from biglda.samplers.partition import partitioned_sweep
 from biglda.samplers.rng import _next_float
@@ -260,27 +260,15 @@ DOC_COUNT_ENTRIES_PER_TOKEN = 4
 def _doc_lists(tokens, doc_ptr, z, d_lo, d_hi, range_of, n_ranges, n_topics):
     """Return the documents ``[d_lo, d_hi)``'s topic counts and tokens by word range.
 
-    ``(counts int32 [d_hi - d_lo, K], ptr int64 [n_ranges + 1], idx int64 [n])``: the
-    tokens whose word is in range ``r`` (``range_of[w]``) are ``idx[ptr[r]:ptr[r + 1]]``,
-    ascending.
+    ``(counts int32 [d_hi - d_lo, K], ptr, idx)``: ``ptr`` and ``idx`` as
+    :func:`~biglda.samplers._kernels._range_lists` gives them for every document.
     """
     counts = np.zeros((d_hi - d_lo, n_topics), dtype=np.int32)
-    ptr = np.zeros(n_ranges + 1, dtype=np.int64)
-    lo = doc_ptr[d_lo]
-    hi = doc_ptr[d_hi]
     for d in range(d_lo, d_hi):
         for i in range(doc_ptr[d], doc_ptr[d + 1]):
             counts[d - d_lo, z[i]] += 1
-    for i in range(lo, hi):
-        ptr[range_of[tokens[i]] + 1] += 1
-    for r in range(n_ranges):
-        ptr[r + 1] += ptr[r]
-    fill = ptr[:-1].copy()
-    idx = np.empty(hi - lo, dtype=np.int64)
-    for i in range(lo, hi):
-        r = range_of[tokens[i]]
-        idx[fill[r]] = i
-        fill[r] += 1
+    _, ptr, idx = _range_lists(tokens, doc_ptr, z, -1, d_lo, d_hi, range_of, n_ranges,
+                               n_topics)
     return counts, ptr, idx
 
 

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _build_alias, _note, _sample_alias
+from biglda.samplers._kernels import _build_alias, _note, _range_lists, _sample_alias
 from biglda.samplers.base import Sampler, SweepResult
 from biglda.samplers.partition import partitioned_sweep
 from biglda.samplers.rng import _next_float, _next_int
@@ -160,8 +160,8 @@ def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 
     n_accept = 0
     n_propose = 0
     for half in range(2):
-        in_half, _, idx = _half_lists(tokens, doc_ptr, z, half, 0, n_docs, one_range, 1,
-                                      n_topics)
+        in_half, _, idx = _range_lists(tokens, doc_ptr, z, half, 0, n_docs, one_range, 1,
+                                       n_topics)
         coef, b_thr, b_alias, b_prob, b_mass = _other_tables(n_k - in_half, beta, v_beta)
         w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _tables_of(
             idx, tokens, z, n_wk, coef, 0, n_rows)
@@ -234,32 +234,6 @@ def _tables_of(idx, tokens, z, n_wk, coef, wlo, whi):
         by_word[fill[w]] = idx[j]
         fill[w] += 1
     return _word_tables(word_ptr, by_word, z, n_wk[wlo:whi], coef)
-
-
-@njit(nogil=True, cache=True)
-def _half_lists(tokens, doc_ptr, z, half, d_lo, d_hi, range_of, n_ranges, n_topics):
-    """Return the half's tokens of the documents ``[d_lo, d_hi)``, grouped by word range.
-
-    Returns ``(topic counts int64 [K], ptr int64 [n_ranges + 1], idx int64 [n])``: the
-    tokens of word range ``r`` (``range_of[w]``) are ``idx[ptr[r]:ptr[r + 1]]``, in order.
-    """
-    counts = np.zeros(n_topics, dtype=np.int64)
-    ptr = np.zeros(n_ranges + 1, dtype=np.int64)
-    first = d_lo + ((d_lo + half) & 1)
-    for d in range(first, d_hi, 2):
-        for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            counts[z[i]] += 1
-            ptr[range_of[tokens[i]] + 1] += 1
-    for r in range(n_ranges):
-        ptr[r + 1] += ptr[r]
-    fill = ptr[:-1].copy()
-    idx = np.empty(ptr[n_ranges], dtype=np.int64)
-    for d in range(first, d_hi, 2):
-        for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            r = range_of[tokens[i]]
-            idx[fill[r]] = i
-            fill[r] += 1
-    return counts, ptr, idx
 
 
 @njit(nogil=True, cache=True)
@@ -500,7 +474,7 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
     n_accept, n_propose = 0, 0
     for half in range(2):
         # the half's tokens of each document range by word range, and their topics
-        lists = part.on_threads(_half_lists, [
+        lists = part.on_threads(_range_lists, [
             (tokens, doc_ptr, z, half, dcut[i], dcut[i + 1], part.range_of, t, n_topics)
             for i in range(t)])
         coef, *dense = _other_tables(n_k - np.sum([c for c, _, _ in lists], axis=0), beta,

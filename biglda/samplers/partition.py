@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from biglda.samplers import base
 from biglda.samplers._kernels import _dense_delta, _moves_delta
-from biglda.samplers.base import SNAPSHOT_ENTRIES_PER_TOKEN, SweepResult, check_sweep_args
+from biglda.samplers.base import SweepResult, check_sweep_args
 from biglda.samplers.parts import run_parts
 from biglda.samplers.rng import _substream
 
@@ -141,7 +142,7 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
         raise ValueError(f"{n_threads} threads need a pool")
     alpha = check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
     t0, c0 = time.perf_counter(), time.thread_time()
-    snap = n_wk.size <= SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0]
+    snap = n_wk.size <= base.SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0]  # (one rule)
     part = Partition(tokens, doc_ptr, n_wk.shape[0], pool, n_threads, word_cost_power,
                      record=not snap)
     if snap:
