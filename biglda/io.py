@@ -13,7 +13,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, Any
 
 import fsspec
 
@@ -37,6 +37,19 @@ def remove(url: str) -> None:
     fs, path = split_url(url)
     if fs.exists(path):
         fs.rm(path, recursive=True)
+
+
+def update_attributes(group: Any, attrs: dict[str, Any]) -> None:
+    """Merge ``attrs`` into a zarr group's attributes in one write of its metadata.
+
+    Not ``group.attrs.update(attrs)``: zarr's ``Attributes`` is a ``MutableMapping`` whose
+    ``update`` sets one key at a time, each a write of the whole ``zarr.json``, so a process
+    killed in between leaves some keys new and others old (a checkpoint's new ``clock`` with
+    its old ``slot`` and history). ``Group.update_attributes`` writes the merged metadata
+    once (a local store writes a temporary file and renames it; an object store's put is
+    atomic).
+    """
+    group.update_attributes(dict(attrs))
 
 
 def check_output(url: str, *, overwrite: bool) -> None:

@@ -16,7 +16,7 @@ import zarr
 
 from biglda.corpus.store import CORPUS_FORMAT, CORPUS_FORMAT_VERSION
 from biglda.errors import ConfigError
-from biglda.io import atomic_output
+from biglda.io import atomic_output, update_attributes
 
 #: Default tokens per chunk of ``tokens`` (8 MiB of int32 before compression).
 DEFAULT_CHUNK_TOKENS = 2**21
@@ -197,7 +197,7 @@ class CorpusWriter:
         self._tokens.close()
         self._doc_ptr.close()
         self._doc_ids.close()
-        self.group.attrs.update(self._attrs)
+        update_attributes(self.group, self._attrs)
 
 
 def write_corpus(

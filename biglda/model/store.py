@@ -25,7 +25,7 @@ import numpy as np
 import zarr
 
 from biglda.errors import FormatError
-from biglda.io import atomic_output, exists
+from biglda.io import atomic_output, exists, update_attributes
 
 MODEL_FORMAT = "biglda-model"
 MODEL_FORMAT_VERSION = 1
@@ -94,7 +94,7 @@ def save_model(
             "evaluation": {},
         }
         meta.update(attrs or {})
-        g.attrs.update(meta)
+        update_attributes(g, meta)
 
 
 def _write_strings(g: zarr.Group, name: str, values: np.ndarray) -> None:

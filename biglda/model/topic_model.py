@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from biglda.errors import BigLDAError, ConfigError, FormatError
+from biglda.io import update_attributes
 from biglda.model import evaluate as _eval
 from biglda.model import infer as _infer
 from biglda.model._data import CorpusDocs, Docs, as_docs, str_array
@@ -185,8 +186,8 @@ class TopicModel:
             import zarr
 
             try:
-                zarr.open_group(self.url, mode="r+").attrs.update(
-                    {"evaluations": history, "evaluation": entry})
+                update_attributes(zarr.open_group(self.url, mode="r+"),
+                                  {"evaluations": history, "evaluation": entry})
             except (OSError, ValueError) as exc:  # read-only store or file system
                 raise BigLDAError(f"cannot store the evaluation in {self.url}: "
                                   f"{getattr(exc, 'strerror', None) or type(exc).__name__}"

@@ -28,7 +28,7 @@ import numpy as np
 import zarr
 
 from biglda.errors import BigLDAError, ConfigError, FormatError
-from biglda.io import exists, remove
+from biglda.io import exists, remove, update_attributes
 from biglda.trainer.metrics import history_for_store
 
 # the metrics records of a run, in iteration order (biglda.trainer.metrics)
@@ -58,7 +58,7 @@ def create_checkpoint(url: str, shard_ranges: list[tuple[int, int]], n_topics: i
             n = stop - start
             sg.create_array(str(i), shape=(n,), dtype=dtype, chunks=(max(1, min(n, 2**22)),),
                             fill_value=0)
-    g.attrs.update({"format": CHECKPOINT_FORMAT, "n_topics": int(n_topics),
+    update_attributes(g, {"format": CHECKPOINT_FORMAT, "n_topics": int(n_topics),
                     "n_tokens": int(n_tokens), "shards": [list(map(int, r)) for r in shard_ranges],
                     "clock": -1, "slot": 1, "config": config, "history": []})
 
@@ -125,7 +125,7 @@ def commit(url: str, clock: int, slot: int, history: History,
         raise ValueError(f"refusing to commit checkpoint clock {clock}: its history must be "
                          f"the records of iterations 1..{clock}, got {shown}")
     g = zarr.open_group(url, mode="r+")
-    g.attrs.update({"clock": int(clock), "slot": int(slot), "history": list(history)})
+    update_attributes(g, {"clock": int(clock), "slot": int(slot), "history": list(history)})
 
 
 def open_checkpoint(url: str, n_topics: int, n_tokens: int) -> dict[str, Any]:

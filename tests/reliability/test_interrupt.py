@@ -71,16 +71,7 @@ def _resume_and_check(corpus, out, clock):
     assert [h["iteration"] for h in history] == list(range(1, target + 1))
 
 
-# A known, open bug (seen on 2ee2de9, before the architecture split, and since): about one
-# full-suite run in four, the model resumed after a SIGKILLed client has a history without
-# two iterations (e.g. [1..10, 13, ...] after resuming from clock 12: the resumed run
-# started from a checkpoint whose records stop two clocks early), while its table still
-# equals the recount of its z. Not found yet; it still runs and reports XPASS/XFAIL.
-_KILL_HISTORY_BUG = pytest.mark.xfail(
-    strict=False, reason="known: a resume after SIGKILL sometimes misses 2 history records")
-
-
-@pytest.mark.parametrize("sig", ["SIGINT", pytest.param("SIGKILL", marks=_KILL_HISTORY_BUG)])
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
 def test_client_interrupted_then_resumed(synth_url, tmp_path, sig):
     out = str(tmp_path / "model.zarr")
     proc = _start_and_wait_for_checkpoint(synth_url, out)

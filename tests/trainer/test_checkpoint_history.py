@@ -101,3 +101,34 @@ def test_resumed_history_is_truncated_to_the_clock_and_a_gap_is_logged(caplog):
         kept = ckpt.checked_history(_recs(1, 2), 4, "the checkpoint c")
     assert [r["iteration"] for r in kept] == [1, 2]
     assert "no record of iteration(s) [3, 4]" in caplog.text
+
+
+def test_every_state_a_commit_writes_is_the_old_checkpoint_or_the_new(store, monkeypatch):
+    """A process killed at any point of a commit leaves the previous checkpoint or this one.
+
+    Every write of the group's ``zarr.json`` during a commit is a state a SIGKILL can leave
+    on disk; each is recorded (through the real local store) and must be the old or the new
+    ``(clock, slot, history)``. zarr's ``attrs.update`` wrote the three keys one at a time,
+    and a killed run resumed from clock 10 in the old slot with the records of 1..8
+    (tests/reliability/test_interrupt.py, about one SIGKILL in six).
+    """
+    import json
+
+    from zarr.storage import LocalStore
+
+    ckpt.commit(store, 2, 0, _recs(1, 2))
+    written = []
+    real_set = LocalStore.set
+
+    async def recording_set(self, key, value):
+        if key == "zarr.json":
+            a = json.loads(value.to_bytes())["attributes"]
+            written.append((a["clock"], a["slot"], [r["iteration"] for r in a["history"]]))
+        return await real_set(self, key, value)
+
+    monkeypatch.setattr(LocalStore, "set", recording_set)
+    ckpt.commit(store, 4, 1, _recs(1, 2, 3, 4))
+    assert written, "the commit wrote nothing through the store"
+    old, new = (2, 0, [1, 2]), (4, 1, [1, 2, 3, 4])
+    assert all(w in (old, new) for w in written), written
+    assert written[-1] == new
