@@ -98,6 +98,36 @@ def _check_z(z, n_topics):
 
 
 @njit(nogil=True, cache=True)
+def _scan_count(tokens, z, lo, hi, n_rows, n_topics, cached, count):
+    """Check tokens ``[lo, hi)``, compare them with ``cached`` and count their words, in one read.
+
+    Returns ``(first word id out of [0, n_rows), first topic out of [0, n_topics), occ,
+    same)``: the two indexes -1 where there is none; ``occ`` int32 [n_rows] each word's
+    tokens in the range with ``count`` (else empty); ``same`` whether they equal
+    ``cached[lo:hi]`` (False where ``cached`` has another length). A part of the O(N)
+    checks of :func:`check_sweep_args` and of a partition's word cut, so they run on a
+    sweep's threads.
+    """
+    occ = np.zeros(n_rows if count else 0, dtype=np.int32)
+    compare = cached.shape[0] == tokens.shape[0]
+    same = compare
+    bad_t = -1
+    bad_z = -1
+    for i in range(lo, hi):
+        w = tokens[i]
+        if w < 0 or w >= n_rows:
+            if bad_t < 0:
+                bad_t = i
+        elif count:
+            occ[w] += 1
+        if compare and w != cached[i]:
+            same = False
+        if bad_z < 0 and (z[i] < 0 or z[i] >= n_topics):
+            bad_z = i
+    return bad_t, bad_z, occ, same
+
+
+@njit(nogil=True, cache=True)
 def _sweep_delta(tokens, z_old, z_new, n_rows, n_topics):
     """Aggregate the moves ``z_old -> z_new`` into a sparse delta of ``n_wk`` and ``n_k``.
 

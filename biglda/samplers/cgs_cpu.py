@@ -50,7 +50,7 @@ from numba import njit
 from biglda.errors import ConfigError
 from biglda.samplers._kernels import _note, _range_lists
 from biglda.samplers.base import Sampler, SweepResult
-from biglda.samplers.partition import partitioned_sweep
+from biglda.samplers.partition import Layouts, partitioned_sweep
 from biglda.samplers.rng import _next_float
 
 logger = logging.getLogger(__name__)
@@ -257,19 +257,16 @@ DOC_COUNT_ENTRIES_PER_TOKEN = 4
 
 
 @njit(nogil=True, cache=True)
-def _doc_lists(tokens, doc_ptr, z, d_lo, d_hi, range_of, n_ranges, n_topics):
-    """Return the documents ``[d_lo, d_hi)``'s topic counts and tokens by word range.
+def _doc_counts(counts, doc_ptr, z, d_lo, d_hi):
+    """Fill ``counts`` (int32 [d_hi - d_lo, K]) with the topic counts of documents ``[d_lo, d_hi)``.
 
-    ``(counts int32 [d_hi - d_lo, K], ptr, idx)``: ``ptr`` and ``idx`` as
-    :func:`~biglda.samplers._kernels._range_lists` gives them for every document.
+    Returns ``counts``.
     """
-    counts = np.zeros((d_hi - d_lo, n_topics), dtype=np.int32)
+    counts[:] = 0
     for d in range(d_lo, d_hi):
         for i in range(doc_ptr[d], doc_ptr[d + 1]):
             counts[d - d_lo, z[i]] += 1
-    _, ptr, idx = _range_lists(tokens, doc_ptr, z, -1, d_lo, d_hi, range_of, n_ranges,
-                               n_topics)
-    return counts, ptr, idx
+    return counts
 
 
 @njit(nogil=True, cache=True)
@@ -280,10 +277,16 @@ def _row_density(tokens, n_wk, max_entries):
     ``stride``-th occurring row, weighted by its occurrences, so the cost stays small at
     large V K. Deterministic.
     """
-    n_rows, n_topics = n_wk.shape
-    occ = np.zeros(n_rows, dtype=np.int64)
+    occ = np.zeros(n_wk.shape[0], dtype=np.int64)
     for i in range(tokens.shape[0]):
         occ[tokens[i]] += 1
+    return _row_density_of(occ, n_wk, max_entries)
+
+
+@njit(nogil=True, cache=True)
+def _row_density_of(occ, n_wk, max_entries):
+    """:func:`_row_density` of rows with ``occ`` occurrences each (counted already)."""
+    n_rows, n_topics = n_wk.shape
     stride = 1 + (n_rows * n_topics) // max(1, max_entries)
     seen = 0
     nnz = 0
@@ -641,6 +644,7 @@ class CGSSampler(Sampler):
             raise ConfigError(f"dense_above must be >= 0, got {dense_above}")
         self.variant = variant
         self.dense_above = float(dense_above)
+        self._layouts = Layouts()  # each tokens array's cut for several threads
 
     def kernel_for(self, density: float) -> str:
         """Return the kernel ("dense" or "sparse") the "sparse" variant runs at this density."""
@@ -664,13 +668,17 @@ class CGSSampler(Sampler):
                                                          a, float(beta), float(n_words),
                                                          state),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER)
+            WORD_COST_POWER, self._layouts)
 
-    def _kernel(self, tokens, n_wk) -> str:
-        """Return the kernel of this sweep: "plain", "dense" or "sparse"."""
+    def _kernel(self, tokens, n_wk, occ=None) -> str:
+        """Return the kernel of this sweep: "plain", "dense" or "sparse".
+
+        ``occ``: each row's tokens, where the caller counted them already.
+        """
         if self.variant != "sparse":
             return self.variant
-        density = _row_density(tokens, n_wk, _DENSITY_ENTRIES)
+        density = (_row_density(tokens, n_wk, _DENSITY_ENTRIES) if occ is None
+                   else _row_density_of(occ, n_wk, _DENSITY_ENTRIES))
         choice = self.kernel_for(density)
         logger.debug("cgs sweep: row density %.3f, %s kernel", density, choice)
         return choice
@@ -685,22 +693,34 @@ class CGSSampler(Sampler):
                          state):
         """Sweep on the threads of ``part`` (a :class:`Partition`) with this sweep's kernel."""
         dcut, wcut = part.dcut, part.wcut
-        if self._kernel(tokens, n_wk) == "dense":
+        if self._kernel(tokens, n_wk, part.n_w) == "dense":
             n_topics = n_k.shape[0]
             if (doc_ptr.shape[0] - 1) * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens):
-                docs = part.on_threads(_doc_lists, [
-                    (tokens, doc_ptr, z, dcut[i], dcut[i + 1], part.range_of, part.t,
-                     n_topics) for i in range(part.t)])
+                # each document range's tokens by word range (kept with the layout) and its
+                # documents' counts (into the buffers of the last sweep)
+                lists = part.layout.list_of("cgs-docs", lambda: [
+                    (ptr, idx) for _, ptr, idx in part.on_threads(_range_lists, [
+                        (tokens, doc_ptr, z, -1, dcut[i], dcut[i + 1], part.range_of, part.t,
+                         n_topics) for i in range(part.t)])])
+                shape = [(dcut[i + 1] - dcut[i], n_topics) for i in range(part.t)]
+                spare = part.layout.take("cgs-doc-counts")
+                if spare is None or [c.shape for c in spare] != shape:
+                    spare = [np.empty(sh, dtype=np.int32) for sh in shape]
+                counts = part.on_threads(_doc_counts, [
+                    (spare[i], doc_ptr, z, dcut[i], dcut[i + 1]) for i in range(part.t)])
             else:
-                docs = [(_NO_DOC_COUNTS, np.zeros(part.t + 1, np.int64), _NO_TOKENS)] * part.t
+                lists = [(np.zeros(part.t + 1, np.int64), _NO_TOKENS)] * part.t
+                counts = [_NO_DOC_COUNTS] * part.t
 
             def args(i, r, own_k, sub):
-                counts, ptr, idx = docs[i]
+                ptr, idx = lists[i]
                 return (tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, dcut[i],
-                        dcut[i + 1], wcut[r], wcut[r + 1], counts, idx[ptr[r]:ptr[r + 1]],
+                        dcut[i + 1], wcut[r], wcut[r + 1], counts[i], idx[ptr[r]:ptr[r + 1]],
                         part.record)
 
             part.run_steps(_dense_part, args, n_k, state, _TAG_DENSE)
+            if counts[0] is not _NO_DOC_COUNTS:
+                part.layout.give("cgs-doc-counts", counts)
             return None
         # the word lists of each word range, on the threads; a step's part of range r moves
         # them (one part of a step per range)

@@ -43,7 +43,7 @@ from numba import njit
 from biglda.errors import ConfigError
 from biglda.samplers._kernels import _build_alias, _note, _range_lists, _sample_alias
 from biglda.samplers.base import Sampler, SweepResult
-from biglda.samplers.partition import partitioned_sweep
+from biglda.samplers.partition import Layouts, partitioned_sweep
 from biglda.samplers.rng import _next_float, _next_int
 
 # Entries of the dense doc-topic block n_dk[docs, K] (int32): 4 MiB, so a block's counts stay
@@ -221,6 +221,16 @@ def _tables_of(idx, tokens, z, n_wk, coef, wlo, whi):
     ``idx``: the swept half's tokens of those words; the tables' row ``r`` is word
     ``wlo + r``.
     """
+    word_ptr, by_word = _by_word(idx, tokens, wlo, whi)
+    return _word_tables(word_ptr, by_word, z, n_wk[wlo:whi], coef)
+
+
+@njit(nogil=True, cache=True)
+def _by_word(idx, tokens, wlo, whi):
+    """Group the tokens ``idx`` (of words in ``[wlo, whi)``) by word: ``(word_ptr, by_word)``.
+
+    Word ``wlo + r``'s are ``by_word[word_ptr[r]:word_ptr[r + 1]]``, in the order of ``idx``.
+    """
     n_range = whi - wlo
     word_ptr = np.zeros(n_range + 1, dtype=np.int64)
     for j in range(idx.shape[0]):
@@ -233,7 +243,17 @@ def _tables_of(idx, tokens, z, n_wk, coef, wlo, whi):
         w = tokens[idx[j]] - wlo
         by_word[fill[w]] = idx[j]
         fill[w] += 1
-    return _word_tables(word_ptr, by_word, z, n_wk[wlo:whi], coef)
+    return word_ptr, by_word
+
+
+@njit(nogil=True, cache=True)
+def _half_counts(doc_ptr, z, half, d_lo, d_hi, n_topics):
+    """Count the topics (int64 [K]) of the documents d in ``[d_lo, d_hi)`` with d % 2 == half."""
+    counts = np.zeros(n_topics, dtype=np.int64)
+    for d in range(d_lo + ((d_lo + half) & 1), d_hi, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            counts[z[i]] += 1
+    return counts
 
 
 @njit(nogil=True, cache=True)
@@ -435,6 +455,7 @@ class LightLDASampler(Sampler):
         if int(mh_steps) < 1:
             raise ConfigError(f"mh_steps must be >= 1, got {mh_steps}")
         self.mh_steps = int(mh_steps)
+        self._layouts = Layouts()  # each tokens array's cut for several threads
 
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
               pool: Executor | None = None, n_threads: int = 1) -> SweepResult:
@@ -452,7 +473,7 @@ class LightLDASampler(Sampler):
                                                       float(beta), float(n_words), state,
                                                       self.mh_steps),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER)
+            WORD_COST_POWER, self._layouts)
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         symmetric = bool(np.all(alpha == alpha[0]))
@@ -465,6 +486,20 @@ class LightLDASampler(Sampler):
         return f"LightLDASampler(mh_steps={self.mh_steps})"
 
 
+def _half_words(part, tokens, doc_ptr, z, half, n_topics) -> list:
+    """``(word_ptr, by_word)`` of each word range: the half's tokens of its words, by word.
+
+    They depend on the tokens and the cut only (``z`` is read for counts left unused).
+    """
+    t, dcut, wcut = part.t, part.dcut, part.wcut
+    lists = part.on_threads(_range_lists, [
+        (tokens, doc_ptr, z, half, dcut[i], dcut[i + 1], part.range_of, t, n_topics)
+        for i in range(t)])
+    return part.on_threads(_by_word, [
+        (np.concatenate([idx[ptr[r]:ptr[r + 1]] for _, ptr, idx in lists]), tokens, wcut[r],
+         wcut[r + 1]) for r in range(t)])
+
+
 def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state,
                        mh_steps):
     """Sweep both halves on the threads of ``part`` (a :class:`Partition`); the accept rate."""
@@ -473,16 +508,18 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
     a_sum, *a_tables = _alpha_tables(alpha, symmetric)
     n_accept, n_propose = 0, 0
     for half in range(2):
-        # the half's tokens of each document range by word range, and their topics
-        lists = part.on_threads(_range_lists, [
-            (tokens, doc_ptr, z, half, dcut[i], dcut[i + 1], part.range_of, t, n_topics)
-            for i in range(t)])
-        coef, *dense = _other_tables(n_k - np.sum([c for c, _, _ in lists], axis=0), beta,
-                                     n_words * beta)
+        # the half's tokens of each word range, by word (kept with the layout), and the
+        # half's topics
+        words = part.layout.list_of(f"lightlda-half{half}",
+                                    lambda h=half: _half_words(part, tokens, doc_ptr, z, h,
+                                                               n_topics))
+        in_half = part.on_threads(_half_counts, [(doc_ptr, z, half, dcut[i], dcut[i + 1],
+                                                  n_topics) for i in range(t)])
+        coef, *dense = _other_tables(n_k - np.sum(in_half, axis=0), beta, n_words * beta)
         # the tables from the counts without the half, a word range on each thread
-        tables = part.on_threads(_tables_of, [
-            (np.concatenate([idx[ptr[r]:ptr[r + 1]] for _, ptr, idx in lists]), tokens, z,
-             n_wk, coef, wcut[r], wcut[r + 1]) for r in range(t)])
+        tables = part.on_threads(_word_tables, [
+            (word_ptr, by_word, z, n_wk[wcut[r]:wcut[r + 1]], coef)
+            for r, (word_ptr, by_word) in enumerate(words)])
         for _, acc, prop, _ in part.run_steps(
                 _half_sweep, lambda i, r, own_k, sub, h=half, tab=tables, den=dense: (
                     tokens, doc_ptr, z, n_wk, own_k, alpha, a_sum, beta, n_words, sub,

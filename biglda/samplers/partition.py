@@ -12,10 +12,16 @@ thread takes which part, but not the same for another T. The sweep's delta is ga
 word range on each thread: from a snapshot of the rows where they are at most
 ``SNAPSHOT_ENTRIES_PER_TOKEN`` a token (:mod:`biglda.samplers.base`), else from the tokens
 the kernels recorded as moved (``record``).
+
+What depends on the tokens only (the cuts, each word's count, the samplers' token lists by
+range) is kept between sweeps in a :class:`Layout` per tokens array (a shard's tokens do not
+change), in the sampler's :class:`Layouts`; each sweep's :func:`scan` checks on the threads
+that the tokens are still those it was made of.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -24,44 +30,112 @@ from typing import Any
 import numpy as np
 
 from biglda.samplers import base
-from biglda.samplers._kernels import _dense_delta, _moves_delta
+from biglda.samplers._kernels import _dense_delta, _moves_delta, _scan_count
 from biglda.samplers.base import SweepResult, check_sweep_args
 from biglda.samplers.parts import run_parts
 from biglda.samplers.rng import _substream
 
 
-class Partition:
-    """The ranges of one sweep on ``n_threads`` threads, and the threads' work.
+class Layout:
+    """The cut of one tokens array for ``n_threads`` threads, kept between its sweeps.
 
     ``dcut`` cuts the documents into T ranges of about equal tokens, ``wcut`` the vocabulary
     into T ranges of about equal cost (word ``w``'s ``n_w[w]`` tokens weigh ``n_w[w] **
-    word_cost_power``); ``range_of[w]`` is word ``w``'s range. With ``record`` the kernels
-    list the tokens they move, and ``moved[r]`` collects those of word range ``r``; without,
-    :meth:`snapshot` keeps the rows for the delta. ``pool_cpu`` sums the CPU seconds of the
-    pool's threads in :meth:`on_threads`.
+    word_cost_power``); ``range_of[w]`` is word ``w``'s range. ``lists`` holds what a sampler
+    builds from the tokens and the cuts alone (its tokens by range), under a name of its
+    choice; ``spare`` buffers a sweep gives back for the next (:meth:`take`, :meth:`give`).
+    ``tokens`` and ``doc_ptr`` are copies, for :func:`scan` and :meth:`Layouts.find`.
     """
 
-    def __init__(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, pool: Executor,
-                 n_threads: int, word_cost_power: float = 1.0, record: bool = True) -> None:
+    def __init__(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_threads: int,
+                 word_cost_power: float, n_w: np.ndarray) -> None:
         n_docs = doc_ptr.shape[0] - 1
-        self.pool, self.t, self.record = pool, n_threads, record
-        self.before: tuple[np.ndarray, np.ndarray] | None = None
+        self.tokens, self.doc_ptr, self.t, self.n_w = tokens.copy(), doc_ptr.copy(), n_threads, n_w
         even = np.linspace(0, tokens.shape[0], n_threads + 1)[1:-1]
-        self.n_w = np.bincount(tokens, minlength=n_rows)  # each word's tokens
-        cost = np.cumsum(self.n_w ** word_cost_power)
+        cost = np.cumsum(n_w ** word_cost_power)
         total = cost[-1] if len(cost) else 0.0
         self.dcut = self._cuts(np.searchsorted(doc_ptr, even), n_docs)
         self.wcut = self._cuts(np.searchsorted(cost, total * even / max(1, tokens.shape[0])),
                                n_rows)
         self.range_of = (np.searchsorted(self.wcut, np.arange(n_rows), side="right")
                          - 1).astype(np.int32)
-        self.moved: list[list[np.ndarray]] = [[] for _ in range(n_threads)]
-        self.pool_cpu = 0.0
+        self.lists: dict[str, Any] = {}
+        self._spare: dict[str, list[Any]] = {}
+        self._lock = threading.Lock()
 
     @staticmethod
     def _cuts(inner: np.ndarray, end: int) -> np.ndarray:
         cuts = np.concatenate([[0], inner, [end]]).astype(np.int64)
         return np.minimum(np.maximum.accumulate(cuts), end)
+
+    def list_of(self, name: str, build: Callable[[], Any]) -> Any:
+        """``lists[name]``, built by ``build()`` the first time (under the layout's lock)."""
+        with self._lock:
+            if name not in self.lists:
+                self.lists[name] = build()
+            return self.lists[name]
+
+    def take(self, name: str) -> Any:
+        """Return a buffer given back under ``name`` by an earlier sweep, or None."""
+        with self._lock:
+            got = self._spare.get(name)
+            return got.pop() if got else None
+
+    def give(self, name: str, buffer: Any) -> None:
+        """Keep ``buffer`` for the next sweep that takes ``name``."""
+        with self._lock:
+            self._spare.setdefault(name, []).append(buffer)
+
+
+class Layouts:
+    """A sampler's :class:`Layout` of each tokens array it swept lately (at most ``size``).
+
+    Found by the array's address, length, ``doc_ptr``, rows, threads and cost power; that
+    the tokens themselves are unchanged is :func:`scan`'s to check.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._items: dict[tuple, Layout] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_threads: int,
+            word_cost_power: float) -> tuple:
+        """Return the lookup key of a layout."""
+        return (tokens.ctypes.data, tokens.shape[0], doc_ptr.shape[0], n_rows, n_threads,
+                float(word_cost_power))
+
+    def find(self, key: tuple, doc_ptr: np.ndarray) -> Layout | None:
+        """Return the layout stored under ``key`` if its ``doc_ptr`` is this one, else None."""
+        with self._lock:
+            hit = self._items.get(key)
+        return hit if hit is not None and np.array_equal(hit.doc_ptr, doc_ptr) else None
+
+    def add(self, key: tuple, layout: Layout) -> None:
+        """Store ``layout`` under ``key`` (dropping the oldest beyond ``size``)."""
+        with self._lock:
+            self._items.pop(key, None)
+            if len(self._items) >= self.size:
+                self._items.pop(next(iter(self._items)))
+            self._items[key] = layout
+
+
+class Partition:
+    """One sweep on the threads of a :class:`Layout`: the threads' work, and the delta.
+
+    With ``record`` the kernels list the tokens they move, and ``moved[r]`` collects those of
+    word range ``r``; without, :meth:`snapshot` keeps the rows for the delta. ``pool_cpu``
+    sums the CPU seconds of the pool's threads in :meth:`on_threads`.
+    """
+
+    def __init__(self, layout: Layout, pool: Executor, record: bool = True) -> None:
+        self.layout, self.pool, self.t, self.record = layout, pool, layout.t, record
+        self.dcut, self.wcut, self.range_of = layout.dcut, layout.wcut, layout.range_of
+        self.n_w = layout.n_w
+        self.before: tuple[np.ndarray, np.ndarray] | None = None
+        self.moved: list[list[np.ndarray]] = [[] for _ in range(layout.t)]
+        self.pool_cpu = 0.0
 
     def on_threads(self, kernel: Callable[..., Any], calls: list[tuple]) -> list[Any]:
         """Return ``[kernel(*calls[i]) for i]``, computed on the T threads."""
@@ -129,22 +203,67 @@ class Partition:
         return words, topics, counts, delta_k
 
 
+_NO_TOKENS = np.empty(0, dtype=np.int32)  # no layout to compare the tokens with
+
+
+def scan(tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray, n_rows: int, n_topics: int,
+         pool: Executor, n_threads: int, word_cost_power: float,
+         found: Layout | None) -> tuple[Layout, bool, float]:
+    """Run the token checks of :func:`check_sweep_args` on the threads; find the sweep's layout.
+
+    Compares the tokens with those of ``found`` (the layout kept for this array, if any);
+    where there is none or they differ, counts the words and makes a new :class:`Layout`.
+    Returns ``(layout, whether it is new, the pool threads' CPU seconds)``; raises what
+    :func:`~biglda.samplers.base.token_errors` gives for the first bad word id or topic.
+    """
+    pool_cpu = 0.0
+    cuts = np.linspace(0, tokens.shape[0], n_threads + 1).astype(np.int64)
+
+    def read(against: Layout | None) -> list[tuple]:
+        nonlocal pool_cpu
+        cached = against.tokens if against is not None else _NO_TOKENS
+        c0 = time.thread_time()
+        out, used = run_parts(pool, n_threads, n_threads, lambda i: _scan_count(
+            tokens, z, cuts[i], cuts[i + 1], n_rows, n_topics, cached, against is None))
+        pool_cpu += max(0.0, used - (time.thread_time() - c0))
+        return out
+
+    parts = read(found)
+    bad_t = min((int(p[0]) for p in parts if p[0] >= 0), default=-1)
+    bad_z = min((int(p[1]) for p in parts if p[1] >= 0), default=-1)
+    if bad_t >= 0 or bad_z >= 0:
+        raise base.token_errors(z, n_rows, n_topics, bad_t, bad_z)
+    if found is not None and all(p[3] for p in parts):
+        return found, False, pool_cpu
+    if found is not None:  # the same array with other tokens: count them after all
+        parts = read(None)
+    n_w = np.asarray(np.sum([p[2] for p in parts], axis=0, dtype=np.int64))
+    return Layout(tokens, doc_ptr, n_rows, n_threads, word_cost_power, n_w), True, pool_cpu
+
+
 def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, alpha, beta,
                       n_words, key, pool: Executor | None, n_threads: int,
-                      word_cost_power: float = 1.0) -> SweepResult:
+                      word_cost_power: float, layouts: Layouts) -> SweepResult:
     """Check, sweep on ``n_threads`` threads and return the :class:`SweepResult`.
 
     ``run(part, alpha, state)`` sweeps (with the sampler's kernels, on the
     :class:`Partition` ``part``, passing them ``part.record``) and returns the accept rate
-    or None.
+    or None. ``layouts``: the sampler's, where this array's :class:`Layout` is kept.
     """
     if pool is None:
         raise ValueError(f"{n_threads} threads need a pool")
-    alpha = check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
+    alpha = check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key,
+                             scan=False)
     t0, c0 = time.perf_counter(), time.thread_time()
+    n_rows = n_wk.shape[0]
+    at = Layouts.key(tokens, doc_ptr, n_rows, n_threads, word_cost_power)
+    layout, new, scan_cpu = scan(tokens, doc_ptr, z, n_rows, n_k.shape[0], pool, n_threads,
+                                 word_cost_power, layouts.find(at, doc_ptr))
+    if new:
+        layouts.add(at, layout)
     snap = n_wk.size <= base.SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0]  # (one rule)
-    part = Partition(tokens, doc_ptr, n_wk.shape[0], pool, n_threads, word_cost_power,
-                     record=not snap)
+    part = Partition(layout, pool, record=not snap)
+    part.pool_cpu += scan_cpu
     if snap:
         part.snapshot(n_wk, n_k)
     z_old = z if snap else z.copy()  # (only the moved tokens' delta reads the old topics)

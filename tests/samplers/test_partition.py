@@ -174,3 +174,40 @@ def test_dense_cgs_keeps_document_counts_without_changing_the_chain(monkeypatch)
         counted = _sweeps(tokens, doc_ptr, n_words, 9, pool, 3, 4, sampler=dense)
     for a, b in zip(kept, counted, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=IDS)
+def test_the_layout_is_kept_between_sweeps_and_made_anew_when_the_tokens_change(sampler):
+    # What depends on the tokens alone (the cut, the token lists by range) is kept with the
+    # sampler between sweeps of one array. A sweep with it must equal a fresh sampler's from
+    # the same state; tokens changed in place (a swap: the same word counts, other lists)
+    # must not be swept with the old one.
+    tokens, doc_ptr, n_words = _corpus(seed=6)
+    k = 7
+    z = init_z(len(tokens), k, RandomKey(4, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+    kept = get_sampler(sampler[0], **sampler[1])
+
+    def sweep(s, state, it):
+        s.sweep(tokens, doc_ptr, *state, 0.1, 0.05, n_words, RandomKey(4, it), pool=pool,
+                n_threads=3)
+        return state
+
+    with ThreadPoolExecutor(2) as pool:
+        for it in range(2):
+            sweep(kept, (z, n_wk, n_k), it)
+        (first,) = kept._layouts._items.values()
+        for it, change in ((2, False), (3, True)):
+            if change:
+                i = 0
+                j = next(j for j in range(len(tokens))
+                         if first.range_of[tokens[j]] != first.range_of[tokens[i]])
+                tokens[i], tokens[j] = tokens[j], tokens[i]
+                n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+            fresh = sweep(get_sampler(sampler[0], **sampler[1]),
+                          (z.copy(), n_wk.copy(), n_k.copy()), it)
+            sweep(kept, (z, n_wk, n_k), it)
+            for a, b in zip((z, n_wk, n_k), fresh, strict=True):
+                np.testing.assert_array_equal(a, b)
+            (now,) = kept._layouts._items.values()
+            assert (now is first) != change
