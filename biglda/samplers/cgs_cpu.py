@@ -66,6 +66,13 @@ _DENSITY_ENTRIES = 1 << 22
 # A sweep on several threads cuts the vocabulary into ranges of equal n_w ** this (equal
 # tokens; n_w ** 0.8, lightlda's weight, was slower for cgs: pipelines/bench_partition.py).
 WORD_COST_POWER = 1.0
+# A sweep on T threads cuts the documents and words into 2T ranges (biglda.samplers.
+# partition): the threads take 2T parts a step, so one held back takes fewer, and a part's
+# rows and word lists are a smaller set to keep in cache. Against T ranges on the VM's 2
+# threads (synth4m, K = 100; pipelines/README.md, "Seventh session"): SparseLDA 440 -> 335 ms
+# a sweep (K = 1,000: 738 -> 621), at the CPU a token of one thread; dense 207 -> 201 ms;
+# in training 1 x 2 +7% tokens/s. 4T was slower than 2T (sparse 342 against 313 ms).
+RANGES_PER_THREAD = 2
 # The sub-streams of a sweep on several threads (biglda.samplers.partition), by kernel.
 _TAG_DENSE, _TAG_SPARSE = 0x43 << 56, 0x53 << 56
 
@@ -668,7 +675,7 @@ class CGSSampler(Sampler):
                                                          a, float(beta), float(n_words),
                                                          state),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER, self._layouts)
+            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts)
 
     def _kernel(self, tokens, n_wk, occ=None) -> str:
         """Return the kernel of this sweep: "plain", "dense" or "sparse".
@@ -700,17 +707,17 @@ class CGSSampler(Sampler):
                 # documents' counts (into the buffers of the last sweep)
                 lists = part.layout.list_of("cgs-docs", lambda: [
                     (ptr, idx) for _, ptr, idx in part.on_threads(_range_lists, [
-                        (tokens, doc_ptr, z, -1, dcut[i], dcut[i + 1], part.range_of, part.t,
-                         n_topics) for i in range(part.t)])])
-                shape = [(dcut[i + 1] - dcut[i], n_topics) for i in range(part.t)]
+                        (tokens, doc_ptr, z, -1, dcut[i], dcut[i + 1], part.range_of, part.n_ranges,
+                         n_topics) for i in range(part.n_ranges)])])
+                shape = [(dcut[i + 1] - dcut[i], n_topics) for i in range(part.n_ranges)]
                 spare = part.layout.take("cgs-doc-counts")
                 if spare is None or [c.shape for c in spare] != shape:
                     spare = [np.empty(sh, dtype=np.int32) for sh in shape]
                 counts = part.on_threads(_doc_counts, [
-                    (spare[i], doc_ptr, z, dcut[i], dcut[i + 1]) for i in range(part.t)])
+                    (spare[i], doc_ptr, z, dcut[i], dcut[i + 1]) for i in range(part.n_ranges)])
             else:
-                lists = [(np.zeros(part.t + 1, np.int64), _NO_TOKENS)] * part.t
-                counts = [_NO_DOC_COUNTS] * part.t
+                lists = [(np.zeros(part.n_ranges + 1, np.int64), _NO_TOKENS)] * part.n_ranges
+                counts = [_NO_DOC_COUNTS] * part.n_ranges
 
             def args(i, r, own_k, sub):
                 ptr, idx = lists[i]
@@ -728,7 +735,7 @@ class CGSSampler(Sampler):
         occ = part.n_w
         lists = part.on_threads(_word_lists_of, [
             (occ[wcut[r]:wcut[r + 1]], n_wk[wcut[r]:wcut[r + 1]], bits,
-             int(occ[wcut[r]:wcut[r + 1]].sum())) for r in range(part.t)])
+             int(occ[wcut[r]:wcut[r + 1]].sum())) for r in range(part.n_ranges)])
         part.run_steps(_sparse_part, lambda i, r, own_k, sub: (
             tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, *lists[r], bits,
             dcut[i], dcut[i + 1], wcut[r], wcut[r + 1], part.record), n_k, state, _TAG_SPARSE)

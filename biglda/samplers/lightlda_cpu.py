@@ -56,6 +56,10 @@ BLOCK_ENTRIES = 1 << 20
 # parts took 1.2-1.3x the others' time on the synthetic corpus (pipelines/bench_partition.py
 # --part-times; pipelines/README.md, "lightlda on the process's threads").
 WORD_COST_POWER = 0.8
+# Ranges a thread (biglda.samplers.partition): T, one each. 2T, cgs's choice, cost lightlda
+# 7% more CPU a token in training on the VM's 2 threads (each part scans its documents'
+# tokens of the half) and lost 5-7% of tokens/s (pipelines/README.md, "Seventh session").
+RANGES_PER_THREAD = 1
 
 
 @njit(nogil=True, cache=True)
@@ -473,7 +477,7 @@ class LightLDASampler(Sampler):
                                                       float(beta), float(n_words), state,
                                                       self.mh_steps),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER, self._layouts)
+            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts)
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         symmetric = bool(np.all(alpha == alpha[0]))
@@ -491,7 +495,7 @@ def _half_words(part, tokens, doc_ptr, z, half, n_topics) -> list:
 
     They depend on the tokens and the cut only (``z`` is read for counts left unused).
     """
-    t, dcut, wcut = part.t, part.dcut, part.wcut
+    t, dcut, wcut = part.n_ranges, part.dcut, part.wcut
     lists = part.on_threads(_range_lists, [
         (tokens, doc_ptr, z, half, dcut[i], dcut[i + 1], part.range_of, t, n_topics)
         for i in range(t)])
@@ -503,7 +507,7 @@ def _half_words(part, tokens, doc_ptr, z, half, n_topics) -> list:
 def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state,
                        mh_steps):
     """Sweep both halves on the threads of ``part`` (a :class:`Partition`); the accept rate."""
-    t, dcut, wcut, n_topics = part.t, part.dcut, part.wcut, n_k.shape[0]
+    t, dcut, wcut, n_topics = part.n_ranges, part.dcut, part.wcut, n_k.shape[0]
     symmetric = bool(np.all(alpha == alpha[0]))
     a_sum, *a_tables = _alpha_tables(alpha, symmetric)
     n_accept, n_propose = 0, 0

@@ -1,15 +1,16 @@
 """One sweep on T threads of one table, by tomotopy's ``PARTITION`` (lightlda and cgs).
 
-The documents are cut into T ranges of about equal tokens and the vocabulary into T ranges
-of about equal cost. A sweep (or a half of lightlda's) runs in T steps: in step ``s``
-thread ``i`` resamples the tokens of document range ``i`` whose words are in range
-``(i + s) mod T``. In a step no two threads share a row of ``n_wk``, a document or a token,
-so they work on the one table without locks. Each moves its own copy of ``n_k``, and the
-copies' moves are summed at the step's end: the only approximation, so the chain is exact
-but for ``n_k`` (on one thread the samplers run their exact kernels instead). Each part
-draws from its own stream, so the chain is the same on every run with the same T, whichever
-thread takes which part, but not the same for another T. The sweep's delta is gathered a
-word range on each thread: from a snapshot of the rows where they are at most
+The documents are cut into R ranges of about equal tokens and the vocabulary into R ranges
+of about equal cost, R a multiple of the T threads (the sampler's ``ranges_per_thread``). A
+sweep (or a half of lightlda's) runs in R steps: in step ``s`` part ``i`` resamples the
+tokens of document range ``i`` whose words are in range ``(i + s) mod R``, and the T threads
+take the R parts one at a time. In a step no two parts share a row of ``n_wk``, a document
+or a token, so they work on the one table without locks. Each moves its own copy of
+``n_k``, and the copies' moves are summed at the step's end: the only approximation, so the
+chain is exact but for ``n_k`` (on one thread the samplers run their exact kernels
+instead). Each part draws from its own stream, so the chain is the same on every run with
+the same R, whichever thread takes which part, but not the same for another R. The sweep's
+delta is gathered a word range a part: from a snapshot of the rows where they are at most
 ``SNAPSHOT_ENTRIES_PER_TOKEN`` a token (:mod:`biglda.samplers.base`), else from the tokens
 the kernels recorded as moved (``record``).
 
@@ -37,21 +38,22 @@ from biglda.samplers.rng import _substream
 
 
 class Layout:
-    """The cut of one tokens array for ``n_threads`` threads, kept between its sweeps.
+    """The cut of one tokens array into ``n_ranges`` ranges, kept between its sweeps.
 
-    ``dcut`` cuts the documents into T ranges of about equal tokens, ``wcut`` the vocabulary
-    into T ranges of about equal cost (word ``w``'s ``n_w[w]`` tokens weigh ``n_w[w] **
+    ``dcut`` cuts the documents into R ranges of about equal tokens, ``wcut`` the vocabulary
+    into R ranges of about equal cost (word ``w``'s ``n_w[w]`` tokens weigh ``n_w[w] **
     word_cost_power``); ``range_of[w]`` is word ``w``'s range. ``lists`` holds what a sampler
     builds from the tokens and the cuts alone (its tokens by range), under a name of its
     choice; ``spare`` buffers a sweep gives back for the next (:meth:`take`, :meth:`give`).
     ``tokens`` and ``doc_ptr`` are copies, for :func:`scan` and :meth:`Layouts.find`.
     """
 
-    def __init__(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_threads: int,
+    def __init__(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_ranges: int,
                  word_cost_power: float, n_w: np.ndarray) -> None:
         n_docs = doc_ptr.shape[0] - 1
-        self.tokens, self.doc_ptr, self.t, self.n_w = tokens.copy(), doc_ptr.copy(), n_threads, n_w
-        even = np.linspace(0, tokens.shape[0], n_threads + 1)[1:-1]
+        self.tokens, self.doc_ptr, self.n_ranges = tokens.copy(), doc_ptr.copy(), n_ranges
+        self.n_w = n_w
+        even = np.linspace(0, tokens.shape[0], n_ranges + 1)[1:-1]
         cost = np.cumsum(n_w ** word_cost_power)
         total = cost[-1] if len(cost) else 0.0
         self.dcut = self._cuts(np.searchsorted(doc_ptr, even), n_docs)
@@ -100,10 +102,10 @@ class Layouts:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_threads: int,
+    def key(tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_ranges: int,
             word_cost_power: float) -> tuple:
         """Return the lookup key of a layout."""
-        return (tokens.ctypes.data, tokens.shape[0], doc_ptr.shape[0], n_rows, n_threads,
+        return (tokens.ctypes.data, tokens.shape[0], doc_ptr.shape[0], n_rows, n_ranges,
                 float(word_cost_power))
 
     def find(self, key: tuple, doc_ptr: np.ndarray) -> Layout | None:
@@ -129,18 +131,19 @@ class Partition:
     sums the CPU seconds of the pool's threads in :meth:`on_threads`.
     """
 
-    def __init__(self, layout: Layout, pool: Executor, record: bool = True) -> None:
-        self.layout, self.pool, self.t, self.record = layout, pool, layout.t, record
-        self.dcut, self.wcut, self.range_of = layout.dcut, layout.wcut, layout.range_of
-        self.n_w = layout.n_w
+    def __init__(self, layout: Layout, pool: Executor, n_threads: int,
+                 record: bool = True) -> None:
+        self.layout, self.pool, self.threads, self.record = layout, pool, n_threads, record
+        self.n_ranges, self.dcut, self.wcut = layout.n_ranges, layout.dcut, layout.wcut
+        self.range_of, self.n_w = layout.range_of, layout.n_w
         self.before: tuple[np.ndarray, np.ndarray] | None = None
-        self.moved: list[list[np.ndarray]] = [[] for _ in range(layout.t)]
+        self.moved: list[list[np.ndarray]] = [[] for _ in range(layout.n_ranges)]
         self.pool_cpu = 0.0
 
     def on_threads(self, kernel: Callable[..., Any], calls: list[tuple]) -> list[Any]:
         """Return ``[kernel(*calls[i]) for i]``, computed on the T threads."""
         c0 = time.thread_time()
-        out, cpu = run_parts(self.pool, self.t, len(calls), lambda i: kernel(*calls[i]))
+        out, cpu = run_parts(self.pool, self.threads, len(calls), lambda i: kernel(*calls[i]))
         self.pool_cpu += max(0.0, cpu - (time.thread_time() - c0))
         return out
 
@@ -155,16 +158,16 @@ class Partition:
         Part ``i`` of step ``s`` draws from the sub-stream ``(tag | s << 32, i)`` of ``state``.
         """
         results = []
-        for step in range(self.t):
-            own_k = [n_k.copy() for _ in range(self.t)]
-            cells = [(i, (i + step) % self.t) for i in range(self.t)]
+        for step in range(self.n_ranges):
+            own_k = [n_k.copy() for _ in range(self.n_ranges)]
+            cells = [(i, (i + step) % self.n_ranges) for i in range(self.n_ranges)]
             sub = np.uint64(tag | (step << 32))
             out = self.on_threads(kernel, [
                 args(i, r, own_k[i], np.uint64(_substream(state, sub, i)))  # (an int)
                 for i, r in cells])
             for (_, r), res in zip(cells, out, strict=True):
                 self.moved[r].append(res[-1])
-            n_k += np.sum(own_k, axis=0) - self.t * n_k  # every copy's moves
+            n_k += np.sum(own_k, axis=0) - self.n_ranges * n_k  # every copy's moves
             results.extend(out)
         return results
 
@@ -176,7 +179,7 @@ class Partition:
         rows = np.empty_like(n_wk)
         self.on_threads(np.copyto, [(rows[self.wcut[r]:self.wcut[r + 1]],
                                      n_wk[self.wcut[r]:self.wcut[r + 1]])
-                                    for r in range(self.t)])
+                                    for r in range(self.n_ranges)])
         self.before = (rows, n_k.copy())
 
     def delta(self, tokens: np.ndarray, z_old: np.ndarray, z: np.ndarray, n_wk: np.ndarray,
@@ -189,7 +192,7 @@ class Partition:
             old_wk, old_k = self.before
             parts = self.on_threads(_dense_delta, [
                 (old_wk[self.wcut[r]:self.wcut[r + 1]], n_wk[self.wcut[r]:self.wcut[r + 1]])
-                for r in range(self.t)])
+                for r in range(self.n_ranges)])
             for r, p in enumerate(parts):
                 p[0][:] += np.int32(self.wcut[r])  # (row ids of the slice)
             delta_k = n_k - old_k
@@ -197,7 +200,7 @@ class Partition:
             none = np.empty(0, dtype=np.int64)
             parts = self.on_threads(_moves_delta, [
                 (np.concatenate(self.moved[r]) if self.moved[r] else none, tokens, z_old, z,
-                 self.wcut[r], self.wcut[r + 1], n_wk.shape[1]) for r in range(self.t)])
+                 self.wcut[r], self.wcut[r + 1], n_wk.shape[1]) for r in range(self.n_ranges)])
             delta_k = np.sum([p[3] for p in parts], axis=0)
         words, topics, counts = (np.concatenate([p[j] for p in parts]) for j in range(3))
         return words, topics, counts, delta_k
@@ -207,7 +210,7 @@ _NO_TOKENS = np.empty(0, dtype=np.int32)  # no layout to compare the tokens with
 
 
 def scan(tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray, n_rows: int, n_topics: int,
-         pool: Executor, n_threads: int, word_cost_power: float,
+         pool: Executor, n_threads: int, n_ranges: int, word_cost_power: float,
          found: Layout | None) -> tuple[Layout, bool, float]:
     """Run the token checks of :func:`check_sweep_args` on the threads; find the sweep's layout.
 
@@ -238,17 +241,21 @@ def scan(tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray, n_rows: int, n_
     if found is not None:  # the same array with other tokens: count them after all
         parts = read(None)
     n_w = np.asarray(np.sum([p[2] for p in parts], axis=0, dtype=np.int64))
-    return Layout(tokens, doc_ptr, n_rows, n_threads, word_cost_power, n_w), True, pool_cpu
+    return Layout(tokens, doc_ptr, n_rows, n_ranges, word_cost_power, n_w), True, pool_cpu
 
 
 def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, alpha, beta,
                       n_words, key, pool: Executor | None, n_threads: int,
-                      word_cost_power: float, layouts: Layouts) -> SweepResult:
+                      word_cost_power: float, ranges_per_thread: int,
+                      layouts: Layouts) -> SweepResult:
     """Check, sweep on ``n_threads`` threads and return the :class:`SweepResult`.
 
     ``run(part, alpha, state)`` sweeps (with the sampler's kernels, on the
     :class:`Partition` ``part``, passing them ``part.record``) and returns the accept rate
-    or None. ``layouts``: the sampler's, where this array's :class:`Layout` is kept.
+    or None. The documents and words are cut into R = ``ranges_per_thread`` x T ranges:
+    R steps of R parts, which the threads take one at a time (a thread the OS or a slow
+    part held back takes fewer). ``layouts``: the sampler's, where this array's
+    :class:`Layout` is kept.
     """
     if pool is None:
         raise ValueError(f"{n_threads} threads need a pool")
@@ -256,13 +263,14 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
                              scan=False)
     t0, c0 = time.perf_counter(), time.thread_time()
     n_rows = n_wk.shape[0]
-    at = Layouts.key(tokens, doc_ptr, n_rows, n_threads, word_cost_power)
+    n_ranges = max(1, int(ranges_per_thread)) * n_threads
+    at = Layouts.key(tokens, doc_ptr, n_rows, n_ranges, word_cost_power)
     layout, new, scan_cpu = scan(tokens, doc_ptr, z, n_rows, n_k.shape[0], pool, n_threads,
-                                 word_cost_power, layouts.find(at, doc_ptr))
+                                 n_ranges, word_cost_power, layouts.find(at, doc_ptr))
     if new:
         layouts.add(at, layout)
     snap = n_wk.size <= base.SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0]  # (one rule)
-    part = Partition(layout, pool, record=not snap)
+    part = Partition(layout, pool, n_threads, record=not snap)
     part.pool_cpu += scan_cpu
     if snap:
         part.snapshot(n_wk, n_k)
