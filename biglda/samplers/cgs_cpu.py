@@ -61,6 +61,13 @@ VARIANTS = ("sparse", "dense", "plain")
 # density of ~0.2 at K = 100 and ~0.155 at K = 1000; the K = 100 steady state (0.18 by
 # sweep 30) stays on SparseLDA.
 DENSE_ABOVE = 0.2
+# The same switch for a sweep on several threads. There the dense kernel keeps the documents'
+# counts through the steps and SparseLDA counts each document in each step, so the dense one
+# stays ahead longer: on 2 threads it was faster at every state measured at K = 100 (Debian
+# down to a density of 0.145, its steady state: 5-8%; synth4m down to 0.109: 20%); at
+# K = 1000 (Debian) it led at 0.194 and trailed at 0.086 (pipelines/README.md, "Seventh
+# session").
+DENSE_ABOVE_THREADS = 0.1
 # At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian).
 _DENSITY_ENTRIES = 1 << 22
 # A sweep on several threads cuts the vocabulary into ranges of equal n_w ** this (equal
@@ -620,16 +627,19 @@ class CGSSampler(Sampler):
         "sparse" (default): SparseLDA, with the dense kernel for the sweeps whose word rows
         are dense (``dense_above``); "dense" the dense kernel every sweep; "plain" the O(K)
         reference.
-    dense_above : float
+    dense_above : float or None
         For "sparse": a sweep runs the dense kernel when the token-weighted fraction of
-        non-zero topics in the word rows is at least this (0 always, above 1 never).
+        non-zero topics in the word rows is at least this (0 always, above 1 never). None
+        (default): :data:`DENSE_ABOVE` on one thread, :data:`DENSE_ABOVE_THREADS` on more.
 
     Examples
     --------
     >>> CGSSampler(variant="plain").variant
     'plain'
-    >>> CGSSampler().kernel_for(0.9), CGSSampler().kernel_for(0.1)
+    >>> CGSSampler().kernel_for(0.9), CGSSampler().kernel_for(0.15)
     ('dense', 'sparse')
+    >>> CGSSampler().kernel_for(0.15, n_threads=2)
+    'dense'
     """
 
     algorithm = "cgs"
@@ -643,19 +653,25 @@ class CGSSampler(Sampler):
         """
         return self.variant != "plain"
 
-    def __init__(self, variant: str = "sparse", dense_above: float = DENSE_ABOVE):
+    def __init__(self, variant: str = "sparse", dense_above: float | None = None):
         if variant not in VARIANTS:
             raise ConfigError(f"unknown cgs variant {variant!r}; expected one of "
                               f"{', '.join(map(repr, VARIANTS))}")
-        if not dense_above >= 0.0:  # also refuses NaN
+        if dense_above is not None and not dense_above >= 0.0:  # also refuses NaN
             raise ConfigError(f"dense_above must be >= 0, got {dense_above}")
         self.variant = variant
-        self.dense_above = float(dense_above)
+        # None: the measured switch, DENSE_ABOVE on one thread, DENSE_ABOVE_THREADS on more
+        self.dense_above = None if dense_above is None else float(dense_above)
         self._layouts = Layouts()  # each tokens array's cut for several threads
 
-    def kernel_for(self, density: float) -> str:
-        """Return the kernel ("dense" or "sparse") the "sparse" variant runs at this density."""
-        return "dense" if density >= self.dense_above else "sparse"
+    def kernel_for(self, density: float, n_threads: int = 1) -> str:
+        """Return the kernel ("dense" or "sparse") the "sparse" variant runs at this density.
+
+        ``n_threads``: the threads of the sweep (its default switch depends on them).
+        """
+        above = (self.dense_above if self.dense_above is not None
+                 else DENSE_ABOVE if n_threads <= 1 else DENSE_ABOVE_THREADS)
+        return "dense" if density >= above else "sparse"
 
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
               pool: Executor | None = None, n_threads: int = 1) -> SweepResult:
@@ -677,7 +693,7 @@ class CGSSampler(Sampler):
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
             WORD_COST_POWER, RANGES_PER_THREAD, self._layouts)
 
-    def _kernel(self, tokens, n_wk, occ=None) -> str:
+    def _kernel(self, tokens, n_wk, occ=None, n_threads: int = 1) -> str:
         """Return the kernel of this sweep: "plain", "dense" or "sparse".
 
         ``occ``: each row's tokens, where the caller counted them already.
@@ -686,7 +702,7 @@ class CGSSampler(Sampler):
             return self.variant
         density = (_row_density(tokens, n_wk, _DENSITY_ENTRIES) if occ is None
                    else _row_density_of(occ, n_wk, _DENSITY_ENTRIES))
-        choice = self.kernel_for(density)
+        choice = self.kernel_for(density, n_threads)
         logger.debug("cgs sweep: row density %.3f, %s kernel", density, choice)
         return choice
 
@@ -700,7 +716,7 @@ class CGSSampler(Sampler):
                          state):
         """Sweep on the threads of ``part`` (a :class:`Partition`) with this sweep's kernel."""
         dcut, wcut = part.dcut, part.wcut
-        if self._kernel(tokens, n_wk, part.n_w) == "dense":
+        if self._kernel(tokens, n_wk, part.n_w, part.threads) == "dense":
             n_topics = n_k.shape[0]
             if (doc_ptr.shape[0] - 1) * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens):
                 # each document range's tokens by word range (kept with the layout) and its

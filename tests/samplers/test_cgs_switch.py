@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import chisquare
 
 from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
-from biglda.samplers.cgs_cpu import DENSE_ABOVE, _row_density
+from biglda.samplers.cgs_cpu import DENSE_ABOVE, DENSE_ABOVE_THREADS, _row_density
 
 _VARIANTS = [{"variant": "plain"}, {"dense_above": 2.0}, {"variant": "dense"}]
 
@@ -117,4 +117,31 @@ def test_switch_threshold_is_inclusive():
     assert s.kernel_for(np.nextafter(0.4, 0.0)) == "sparse"
     assert get_sampler("cgs", dense_above=0.0).kernel_for(0.0) == "dense"
     assert get_sampler("cgs", dense_above=2.0).kernel_for(1.0) == "sparse"
-    assert 0.0 < DENSE_ABOVE < 1.0
+    assert 0.0 < DENSE_ABOVE_THREADS < DENSE_ABOVE < 1.0
+
+
+def test_on_several_threads_the_default_switch_stays_dense_longer():
+    # Between DENSE_ABOVE_THREADS and DENSE_ABOVE the default runs SparseLDA on one thread
+    # and the dense kernel on several (each word's tokens spread over 3 of 20 topics: a
+    # density of 0.15); the chains are those of the kernel forced.
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(3)
+    n_words, n_topics = 40, 20
+    lengths = rng.integers(20, 60, 80)
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = rng.integers(0, n_words, int(doc_ptr[-1])).astype(np.int32)
+    z0 = ((tokens * 7 + rng.integers(0, 3, len(tokens))) % n_topics).astype(np.uint16)
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z0, n_words, n_topics)
+    density = _row_density(tokens, n_wk, 10**6)
+    assert DENSE_ABOVE_THREADS <= density < DENSE_ABOVE
+    with ThreadPoolExecutor(1) as pool:
+        for n_threads, forced in ((1, 2.0), (2, 0.0)):
+            runs = []
+            for params in ({}, {"dense_above": forced}):
+                z, wk, k = z0.copy(), n_wk.copy(), n_k.copy()
+                get_sampler("cgs", **params).sweep(tokens, doc_ptr, z, wk, k, 0.1, 0.05,
+                                                   n_words, RandomKey(5, 1), pool=pool,
+                                                   n_threads=n_threads)
+                runs.append(z)
+            np.testing.assert_array_equal(runs[0], runs[1])
