@@ -514,8 +514,12 @@ class _Scratch:
 
     def __init__(self, n: int, m: int, dtype, local_only: bool):
         self.capacity, self.m, self.dtype = n, m, np.dtype(dtype)
-        self.tw = np.empty((n, 2 + 2 * m), dtype=dtype)
-        self.gw = np.empty((1 if local_only else n, 1 + m), dtype=np.float32)
+        if local_only:
+            self.tw = np.empty((n, 2 + 2 * m), dtype=dtype)
+            self.gw = np.empty((1, 1 + m), dtype=np.float32)
+        else:  # a token's topics and factors side by side: the document pass reads both at
+            # random, one cache line instead of two (pipelines/README.md, "Seventh session")
+            self.tw, self.gw = _interleaved(n, 2 + 2 * m, self.dtype, 1 + m)
         # a word's net change has at most 2 entries per token moved
         self.out = [np.empty(2 * n, dtype=np.int32) for _ in range(3)]
 
@@ -531,6 +535,23 @@ class _Scratch:
 
 
 _NO_TOKENS = np.empty(0, dtype=np.int32)  # no cached order to compare the tokens with
+
+
+def _interleaved(n: int, n_topics_cols: int, dtype: np.dtype, n_factors: int) -> tuple:
+    """``(tw [n, n_topics_cols] of dtype, gw [n, n_factors] float32)`` in one buffer, row by row.
+
+    Each token's record holds its topics, then (4-byte aligned) its float32 factors.
+    """
+    head = n_topics_cols * dtype.itemsize
+    head += -head % 4
+    rec = head + 4 * n_factors
+    buf = np.empty(n * rec + 4, dtype=np.uint8)  # (+4: the views' last byte in range)
+    base = -buf.ctypes.data % 4  # the factors 4-byte aligned
+    tw = np.ndarray((n, n_topics_cols), dtype=dtype, buffer=buf, offset=base,
+                    strides=(rec, dtype.itemsize))
+    gw = np.ndarray((n, n_factors), dtype=np.float32, buffer=buf, offset=base + head,
+                    strides=(rec, 4))
+    return tw, gw
 
 
 def _order_key(tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int) -> tuple:
