@@ -92,11 +92,13 @@ class Layout:
 class Layouts:
     """A sampler's :class:`Layout` of each tokens array it swept lately (at most ``size``).
 
-    Found by the array's address, length, ``doc_ptr``, rows, threads and cost power; that
-    the tokens themselves are unchanged is :func:`scan`'s to check.
+    Found by the array's address, length, ``doc_ptr``, rows, ranges and cost power; that
+    the tokens themselves are unchanged is :func:`scan`'s to check. A layout holds a copy of
+    its tokens (4 bytes a token) and the samplers' lists (8 bytes a token); the trainer
+    sweeps one array a process, or one a round (up to 4), hence 4.
     """
 
-    def __init__(self, size: int = 8) -> None:
+    def __init__(self, size: int = 4) -> None:
         self.size = size
         self._items: dict[tuple, Layout] = {}
         self._lock = threading.Lock()
