@@ -30,7 +30,8 @@ Three exact kernels over the same full conditional
 :class:`CGSSampler`'s default ("sparse") picks a kernel per sweep: the dense one while the
 word rows are dense, SparseLDA once they are sparse. Its measure is the share of non-zero
 topics in the rows of the shard's tokens, token-weighted (``_row_density``, reading at most
-``_DENSITY_ENTRIES`` entries), against ``DENSE_ABOVE``. Both kernels cost ~O(K) per token
+``_DENSITY_ENTRIES`` entries), against ``DENSE_ABOVE`` (``DENSE_ABOVE_THREADS`` for a sweep
+on several threads). Both kernels cost ~O(K) per token
 right after a random start, when ~87% of a row's topics are non-zero at K = 100; the dense
 one does that work in vector instructions, SparseLDA pays for gathers and list upkeep, and
 wins once a row holds a few topics.
