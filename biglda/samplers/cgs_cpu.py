@@ -36,8 +36,9 @@ right after a random start, when ~87% of a row's topics are non-zero at K = 100;
 one does that work in vector instructions, SparseLDA pays for gathers and list upkeep, and
 wins once a row holds a few topics.
 
-All rebuild the doc-topic counts of one document at a time from ``z`` in a K scratch
-row, so memory is O(N + V_local K), never D × K.
+On one thread all rebuild the doc-topic counts of one document at a time from ``z`` in a K
+scratch row, so memory is O(N + V_local K); a dense sweep on several threads keeps D x K
+counts where they take at most ``DOC_COUNT_ENTRIES_PER_TOKEN`` entries a token.
 """
 
 from __future__ import annotations
