@@ -85,12 +85,16 @@ def test_row_density_is_the_token_weighted_share_of_non_zero_topics():
     assert _row_density(tokens[:0], n_wk, 10**6) == 0.0
 
 
+def _random_docs(rng, n_docs, lengths, n_words):
+    """``(tokens, doc_ptr)``: ``n_docs`` documents of uniform words, lengths in ``[lo, hi)``."""
+    doc_ptr = np.concatenate([[0], np.cumsum(rng.integers(*lengths, n_docs))]).astype(np.int64)
+    return rng.integers(0, n_words, int(doc_ptr[-1])).astype(np.int32), doc_ptr
+
+
 def test_switch_runs_the_kernel_its_rule_names():
     rng = np.random.default_rng(1)
     n_words, n_topics = 30, 20
-    lengths = rng.integers(5, 40, 60)
-    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    tokens = rng.integers(0, n_words, int(doc_ptr[-1])).astype(np.int32)
+    tokens, doc_ptr = _random_docs(rng, 60, (5, 40), n_words)
     # a random start: dense rows; each word's tokens in one topic: sparse rows
     dense_z = init_z(len(tokens), n_topics, RandomKey(4, -1))
     sparse_z = (tokens % n_topics).astype(np.uint16)
@@ -128,9 +132,7 @@ def test_on_several_threads_the_default_switch_stays_dense_longer():
 
     rng = np.random.default_rng(3)
     n_words, n_topics = 40, 20
-    lengths = rng.integers(20, 60, 80)
-    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    tokens = rng.integers(0, n_words, int(doc_ptr[-1])).astype(np.int32)
+    tokens, doc_ptr = _random_docs(rng, 80, (20, 60), n_words)
     z0 = ((tokens * 7 + rng.integers(0, 3, len(tokens))) % n_topics).astype(np.uint16)
     n_wk, n_k = count_from_z(tokens, doc_ptr, z0, n_words, n_topics)
     density = _row_density(tokens, n_wk, 10**6)
