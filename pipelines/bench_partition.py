@@ -14,7 +14,8 @@ partition adds. ``--word-cost-power P`` sets the sampler's ``WORD_COST_POWER`` (
 ranges are cut); ``--part-times`` prints each part's seconds of the last sweep (document
 range, word range), the balance a step waits for. ``--snapshot-entries N`` sets how many
 row entries a token the partitioned sweeps still snapshot for their delta (0: they record
-the moved tokens instead).
+the moved tokens instead). ``--ranges-per-thread`` and ``--lag`` set the partition's R
+(``RANGES_PER_THREAD`` x T) and how far behind a part's ``n_k`` may be (``N_K_LAG``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", type=int, default=4)
     ap.add_argument("--word-cost-power", type=float)
     ap.add_argument("--part-times", action="store_true")
+    ap.add_argument("--ranges-per-thread", type=int,
+                    help="the sampler's RANGES_PER_THREAD (R = that x the threads)")
+    ap.add_argument("--lag", type=int, help="partition.N_K_LAG: how many steps a part's n_k "
+                    "may be behind (1: every step waits for the one before)")
     ap.add_argument("--snapshot-entries", type=float,
                     help="SNAPSHOT_ENTRIES_PER_TOKEN: 0 makes the sweeps record moves")
     args = ap.parse_args(argv)
@@ -51,6 +56,12 @@ def main(argv=None) -> int:
                                           args.sampler, "biglda.samplers.warplda_cpu"))
     if args.word_cost_power is not None:
         module.WORD_COST_POWER = args.word_cost_power
+    if args.ranges_per_thread is not None:
+        module.RANGES_PER_THREAD = args.ranges_per_thread
+    if args.lag is not None:
+        import biglda.samplers.partition as partition
+
+        partition.N_K_LAG = args.lag
     if args.snapshot_entries is not None:
         import biglda.samplers.base as base
 

@@ -3,13 +3,16 @@
 The documents are cut into R ranges of about equal tokens and the vocabulary into R ranges
 of about equal cost, R a multiple of the T threads (the sampler's ``ranges_per_thread``). A
 sweep (or a half of lightlda's) runs in R steps: in step ``s`` part ``i`` resamples the
-tokens of document range ``i`` whose words are in range ``(i + s) mod R``, and the T threads
-take the R parts one at a time. In a step no two parts share a row of ``n_wk``, a document
-or a token, so they work on the one table without locks. Each moves its own copy of
-``n_k``, and the copies' moves are summed at the step's end: the only approximation, so the
-chain is exact but for ``n_k`` (on one thread the samplers run their exact kernels
-instead). Each part draws from its own stream, so the chain is the same on every run with
-the same R, whichever thread takes which part, but not the same for another R. The sweep's
+tokens of document range ``i`` whose words are in range ``(i + s) mod R``. In a step no two
+parts share a row of ``n_wk``, a document or a token, so they work on the one table without
+locks. The T threads take the parts as they become ready, not a step at a time: part
+``(i, s)`` waits for its document range's part of step ``s - 1`` and its word range's
+(``(i + 1, s - 1)``), and for every part of step ``s - N_K_LAG``. Each part moves its own
+copy of ``n_k``, which starts with every move of the steps up to ``s - N_K_LAG`` and its
+own document range's since: the only approximation, so the chain is exact but for ``n_k``
+(on one thread the samplers run their exact kernels instead). Each part draws from its own
+stream, so the chain is the same on every run with the same R and lag, whichever thread
+takes which part and when, but not the same for another R. The sweep's
 delta is gathered a word range a part: from a snapshot of the rows where they are at most
 ``SNAPSHOT_ENTRIES_PER_TOKEN`` a token (:mod:`biglda.samplers.base`), else from the tokens
 the kernels recorded as moved (``record``).
@@ -22,10 +25,11 @@ that the tokens are still those it was made of.
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, wait
 from typing import Any
 
 import numpy as np
@@ -35,6 +39,11 @@ from biglda.samplers._kernels import _dense_delta, _moves_delta, _scan_count
 from biglda.samplers.base import SweepResult, check_sweep_args
 from biglda.samplers.parts import run_parts
 from biglda.samplers.rng import _substream
+
+# How many steps behind a part's ``n_k`` may be (:meth:`Partition.run_steps`): 1 waits for
+# every part of the step before; 2 lets a step start while the one before ends, which took
+# the wait for a step's slowest part off the sweep (pipelines/README.md, "Eighth session").
+N_K_LAG = 2
 
 
 class Layout:
@@ -134,8 +143,9 @@ class Partition:
     """
 
     def __init__(self, layout: Layout, pool: Executor, n_threads: int,
-                 record: bool = True) -> None:
+                 record: bool = True, lag: int | None = None) -> None:
         self.layout, self.pool, self.threads, self.record = layout, pool, n_threads, record
+        self.lag = N_K_LAG if lag is None else lag
         self.n_ranges, self.dcut, self.wcut = layout.n_ranges, layout.dcut, layout.wcut
         self.range_of, self.n_w = layout.range_of, layout.n_w
         self.before: tuple[np.ndarray, np.ndarray] | None = None
@@ -152,25 +162,113 @@ class Partition:
     def run_steps(self, kernel: Callable[..., Any],
                   args: Callable[[int, int, np.ndarray, np.uint64], tuple], n_k: np.ndarray,
                   state: np.uint64, tag: int) -> list[Any]:
-        """Run the T steps; return every part's result, in step order.
+        """Run the R steps' parts as each becomes ready; return every result, in step order.
 
         ``args(i, r, n_k_copy, state)`` gives ``kernel``'s arguments for document range
         ``i`` and word range ``r``; the kernel moves ``n_k_copy`` and returns a tuple whose
-        last item is the tokens it moved. ``n_k`` gets every copy's moves after each step.
-        Part ``i`` of step ``s`` draws from the sub-stream ``(tag | s << 32, i)`` of ``state``.
+        last item is the tokens it moved. Part ``i`` of step ``s`` draws from the sub-stream
+        ``(tag | s << 32, i)`` of ``state``. ``n_k`` gets every part's moves.
+
+        No step waits for the whole step before it (a step's slowest part held every thread
+        up): part ``(i, s)`` starts once its document range's part of step ``s - 1`` and its
+        word range's (``(i + 1, s - 1)``) are done, and every part of step ``s - lag``. It
+        starts from ``n_k`` with every move of the steps up to ``s - lag`` and its own
+        document range's since. Which thread takes which part, and when, changes nothing:
+        each part's rows, documents, ``n_k`` and stream are fixed by ``(i, s)``. With
+        ``lag`` 1 this is the chain of a barrier after every step.
         """
-        results = []
-        for step in range(self.n_ranges):
-            own_k = [n_k.copy() for _ in range(self.n_ranges)]
-            cells = [(i, (i + step) % self.n_ranges) for i in range(self.n_ranges)]
-            sub = np.uint64(tag | (step << 32))
-            out = self.on_threads(kernel, [
-                args(i, r, own_k[i], np.uint64(_substream(state, sub, i)))  # (an int)
-                for i, r in cells])
-            for (_, r), res in zip(cells, out, strict=True):
-                self.moved[r].append(res[-1])
-            n_k += np.sum(own_k, axis=0) - self.n_ranges * n_k  # every copy's moves
-            results.extend(out)
+        n_r, lag = self.n_ranges, max(1, int(self.lag))
+        base = n_k.copy()  # the sweep's start, plus every complete step up to s - lag
+        prefix = [base.copy()]  # prefix[c]: the start plus the moves of steps 0 .. c - 1
+        step_moves = [np.zeros_like(n_k) for _ in range(n_r)]
+        own = {}  # (i, s): part (i, s)'s moves, while a later part of range i needs them
+        left = [n_r] * n_r  # parts of each step not done yet
+        done = np.zeros((n_r, n_r), dtype=bool)  # [s, i]
+        results: list[Any] = [None] * (n_r * n_r)
+        ready = [(0, i) for i in range(n_r)]  # a heap: the steps furthest behind first
+        complete = [0]  # steps 0 .. complete[0] - 1 are done
+        failed: list[BaseException] = []
+        cond = threading.Condition()
+
+        def startable(s: int, i: int) -> bool:
+            return (done[s - 1, i] and done[s - 1, (i + 1) % n_r]
+                    and s - lag < complete[0])
+
+        def start_k(s: int, i: int) -> np.ndarray:
+            first = max(0, s - lag + 1)  # the own moves of steps first .. s - 1
+            k = prefix[first].copy()
+            for t in range(first, s):
+                k += own[(i, t)]
+            return k
+
+        def finish(s: int, i: int, moves: np.ndarray) -> int:
+            """Book part (i, s) as done; return how many parts became ready."""
+            done[s, i] = True
+            step_moves[s] += moves
+            if lag > 1:
+                own[(i, s)] = moves
+                own.pop((i, s - lag + 1), None)  # (no later part of range i reads it)
+            left[s] -= 1
+            woke = 0
+            candidates = [(s + 1, i), (s + 1, (i - 1) % n_r)] if s + 1 < n_r else []
+            while complete[0] < n_r and left[complete[0]] == 0:
+                prefix.append(prefix[-1] + step_moves[complete[0]])
+                complete[0] += 1
+                nxt = complete[0] - 1 + lag  # the step the lag held back
+                if 0 < nxt < n_r:
+                    candidates.extend((nxt, j) for j in range(n_r))
+            for c in dict.fromkeys(candidates):
+                if not done[c] and c not in queued and startable(*c):
+                    queued.add(c)
+                    heapq.heappush(ready, c)
+                    woke += 1
+            return woke
+
+        queued = set(ready)
+
+        def drain() -> float:
+            c0 = time.thread_time()
+            while True:
+                with cond:
+                    while not ready and not failed and complete[0] < n_r:
+                        cond.wait()
+                    if failed or not ready:
+                        cond.notify_all()
+                        return time.thread_time() - c0
+                    s, i = heapq.heappop(ready)
+                    k = start_k(s, i)
+                r = (i + s) % n_r
+                own_k = k.copy()
+                try:
+                    sub = np.uint64(tag | (s << 32))
+                    out = kernel(*args(i, r, own_k, np.uint64(_substream(state, sub, i))))
+                except BaseException as exc:  # the others stop; the caller raises it
+                    with cond:
+                        failed.append(exc)
+                        cond.notify_all()
+                    return time.thread_time() - c0
+                with cond:
+                    results[s * n_r + i] = out
+                    woke = finish(s, i, own_k - k)
+                    if woke > 1:
+                        cond.notify(woke - 1)  # (this thread takes one itself)
+                    elif complete[0] == n_r:
+                        cond.notify_all()
+
+        c0 = time.thread_time()
+        futs = [self.pool.submit(drain) for _ in range(self.threads - 1)]
+        try:
+            cpu = drain()
+        finally:
+            wait(futs)  # no thread may still work on the sweep's arrays when it ends
+        self.pool_cpu += max(0.0, cpu + sum(f.result() for f in futs)
+                             - (time.thread_time() - c0))
+        if failed:
+            raise failed[0]
+        for s in range(n_r):
+            for i in range(n_r):
+                self.moved[(i + s) % n_r].append(results[s * n_r + i][-1])
+        n_k[...] = prefix[-1]
         return results
 
     def snapshot(self, n_wk: np.ndarray, n_k: np.ndarray) -> None:
