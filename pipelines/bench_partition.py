@@ -15,7 +15,7 @@ ranges are cut); ``--part-times`` prints each part's seconds of the last sweep (
 range, word range), the balance a step waits for. ``--snapshot-entries N`` sets how many
 row entries a token the partitioned sweeps still snapshot for their delta (0: they record
 the moved tokens instead). ``--ranges-per-thread`` and ``--lag`` set the partition's R
-(``RANGES_PER_THREAD`` x T) and how far behind a part's ``n_k`` may be (``N_K_LAG``).
+(``RANGES_PER_THREAD`` x T) and how far behind a part's ``n_k`` may be (its ``N_K_LAG``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--part-times", action="store_true")
     ap.add_argument("--ranges-per-thread", type=int,
                     help="the sampler's RANGES_PER_THREAD (R = that x the threads)")
-    ap.add_argument("--lag", type=int, help="partition.N_K_LAG: how many steps a part's n_k "
+    ap.add_argument("--lag", type=int, help="the sampler's N_K_LAG: how many steps a part's n_k "
                     "may be behind (1: every step waits for the one before)")
     ap.add_argument("--snapshot-entries", type=float,
                     help="SNAPSHOT_ENTRIES_PER_TOKEN: 0 makes the sweeps record moves")
@@ -59,9 +59,7 @@ def main(argv=None) -> int:
     if args.ranges_per_thread is not None:
         module.RANGES_PER_THREAD = args.ranges_per_thread
     if args.lag is not None:
-        import biglda.samplers.partition as partition
-
-        partition.N_K_LAG = args.lag
+        module.N_K_LAG = args.lag
     if args.snapshot_entries is not None:
         import biglda.samplers.base as base
 

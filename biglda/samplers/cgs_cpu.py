@@ -82,6 +82,11 @@ WORD_COST_POWER = 1.0
 # a sweep (K = 1,000: 738 -> 621), at the CPU a token of one thread; dense 207 -> 201 ms;
 # in training 1 x 2 +7% tokens/s. 4T was slower than 2T (sparse 342 against 313 ms).
 RANGES_PER_THREAD = 2
+# A part's n_k may be this many steps behind (biglda.samplers.partition): 2, so a step starts
+# while the one before ends. Against 1 (a barrier after every step) on the device's 16 cores
+# (synth20m, K = 100): 0.381 -> 0.310 s a sweep; on the VM's 2 threads 1.22-1.29 -> 1.08 s
+# (pipelines/README.md, "Eighth session").
+N_K_LAG = 2
 # The sub-streams of a sweep on several threads (biglda.samplers.partition), by kernel.
 _TAG_DENSE, _TAG_SPARSE = 0x43 << 56, 0x53 << 56
 
@@ -693,7 +698,7 @@ class CGSSampler(Sampler):
                                                          a, float(beta), float(n_words),
                                                          state),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts)
+            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG)
 
     def _kernel(self, tokens, n_wk, occ=None, n_threads: int = 1) -> str:
         """Return the kernel of this sweep: "plain", "dense" or "sparse".

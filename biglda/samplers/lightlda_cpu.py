@@ -60,6 +60,11 @@ WORD_COST_POWER = 0.8
 # 7% more CPU a token in training on the VM's 2 threads (each part scans its documents'
 # tokens of the half) and lost 5-7% of tokens/s (pipelines/README.md, "Seventh session").
 RANGES_PER_THREAD = 1
+# A part's n_k waits for every part of the step before (biglda.samplers.partition): with one
+# range a thread no thread has another part to take meanwhile, and on 16 cores a lag of 2
+# gave the same time (1.528 against 1.515 s a sweep, synth20m, K = 1,000), 2T ranges with
+# it too (1.514 s, at 1.3x the CPU a token): the fresher n_k costs nothing here.
+N_K_LAG = 1
 
 
 @njit(nogil=True, cache=True)
@@ -435,7 +440,8 @@ class LightLDASampler(Sampler):
     swept in T steps, in step ``s`` thread ``t`` the tokens of document range ``t`` whose
     words are in range ``(t + s) % T``. No two threads of a step share a row of ``n_wk``, a
     document or a token, so the counts stay exact but for ``n_k``: each thread of a step
-    moves its own copy, and the copies' moves are summed at the step's end. The chain is
+    moves its own copy, and the copies' moves are summed at the step's end (``N_K_LAG`` 1;
+    the threads take each step's parts as the step before frees their ranges). The chain is
     then that of tomotopy's partitioned sampler, not an exact one; it is the same on every
     run with the same T, whichever thread takes which part (each part has its own stream),
     but not the same for another T.
@@ -477,7 +483,7 @@ class LightLDASampler(Sampler):
                                                       float(beta), float(n_words), state,
                                                       self.mh_steps),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts)
+            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG)
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         symmetric = bool(np.all(alpha == alpha[0]))

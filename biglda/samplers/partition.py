@@ -40,9 +40,10 @@ from biglda.samplers.base import SweepResult, check_sweep_args
 from biglda.samplers.parts import run_parts
 from biglda.samplers.rng import _substream
 
-# How many steps behind a part's ``n_k`` may be (:meth:`Partition.run_steps`): 1 waits for
-# every part of the step before; 2 lets a step start while the one before ends, which took
-# the wait for a step's slowest part off the sweep (pipelines/README.md, "Eighth session").
+# How many steps behind a part's ``n_k`` may be (:meth:`Partition.run_steps`), where the
+# sampler gives none: 1 waits for every part of the step before; 2 lets a step start while
+# the one before ends, which took the wait for a step's slowest part off cgs's sweep
+# (pipelines/README.md, "Eighth session"). Each sampler passes its own (``N_K_LAG``).
 N_K_LAG = 2
 
 
@@ -347,15 +348,16 @@ def scan(tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray, n_rows: int, n_
 def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, alpha, beta,
                       n_words, key, pool: Executor | None, n_threads: int,
                       word_cost_power: float, ranges_per_thread: int,
-                      layouts: Layouts) -> SweepResult:
+                      layouts: Layouts, n_k_lag: int | None = None) -> SweepResult:
     """Check, sweep on ``n_threads`` threads and return the :class:`SweepResult`.
 
     ``run(part, alpha, state)`` sweeps (with the sampler's kernels, on the
     :class:`Partition` ``part``, passing them ``part.record``) and returns the accept rate
     or None. The documents and words are cut into R = ``ranges_per_thread`` x T ranges:
-    R steps of R parts, which the threads take one at a time (a thread the OS or a slow
-    part held back takes fewer). ``layouts``: the sampler's, where this array's
-    :class:`Layout` is kept.
+    R steps of R parts, which the threads take as they become ready (a thread the OS or a
+    slow part held back takes fewer). ``layouts``: the sampler's, where this array's
+    :class:`Layout` is kept. ``n_k_lag``: how many steps behind a part's ``n_k`` may be
+    (:meth:`Partition.run_steps`; None: :data:`N_K_LAG`).
     """
     if pool is None:
         raise ValueError(f"{n_threads} threads need a pool")
@@ -370,7 +372,7 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
     if new:
         layouts.add(at, layout)
     snap = n_wk.size <= base.SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0]  # (one rule)
-    part = Partition(layout, pool, n_threads, record=not snap)
+    part = Partition(layout, pool, n_threads, record=not snap, lag=n_k_lag)
     part.pool_cpu += scan_cpu
     if snap:
         part.snapshot(n_wk, n_k)
