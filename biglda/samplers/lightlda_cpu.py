@@ -65,6 +65,12 @@ RANGES_PER_THREAD = 1
 # gave the same time (1.528 against 1.515 s a sweep, synth20m, K = 1,000), 2T ranges with
 # it too (1.514 s, at 1.3x the CPU a token): the fresher n_k costs nothing here.
 N_K_LAG = 1
+# A sweep on several threads keeps the half's documents' topic counts (int32 [D / 2, K]) through
+# its steps where they take at most this many entries a token, and lists each part's tokens:
+# a part then visits only its own tokens and counts nothing. Otherwise each part counts the
+# topics of its documents from all their tokens and clears them after, 2R passes over the
+# half's tokens where this makes 2 (pipelines/README.md, "Eighth session").
+DOC_COUNT_ENTRIES_PER_TOKEN = 4
 
 
 @njit(nogil=True, cache=True)
@@ -177,7 +183,8 @@ def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 
         state, acc, prop, _ = _half_sweep(
             tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
             symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
-            w_mass, w_topic, w_thr, w_alias, w_prob, half, 0, n_docs, 0, n_rows, False)
+            w_mass, w_topic, w_thr, w_alias, w_prob, half, 0, n_docs, 0, n_rows, False,
+            np.zeros((0, 1), dtype=np.int32), np.zeros(0, dtype=np.int64))
         n_accept += acc
         n_propose += prop
     return state, n_accept, n_propose
@@ -256,6 +263,34 @@ def _by_word(idx, tokens, wlo, whi):
 
 
 @njit(nogil=True, cache=True)
+def _half_doc_counts(counts, doc_ptr, z, half, d_lo, d_hi):
+    """Count the topics of the half's documents of ``[d_lo, d_hi)`` into ``counts``.
+
+    ``counts`` (int32 [rows, K], zero) gets document ``first + 2 j``'s in row ``j`` (``first``
+    the range's first document of the half). Returns the topics' totals (int64 [K]), as
+    :func:`_half_counts`.
+    """
+    totals = np.zeros(counts.shape[1], dtype=np.int64)
+    first = d_lo + ((d_lo + half) & 1)
+    for d in range(first, d_hi, 2):
+        row = (d - first) >> 1
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            counts[row, z[i]] += 1
+            totals[z[i]] += 1
+    return totals
+
+
+@njit(nogil=True, cache=True)
+def _clear_doc_counts(counts, doc_ptr, z, half, d_lo, d_hi):
+    """Zero what :func:`_half_doc_counts` counted (``z`` as the half's sweep left it)."""
+    first = d_lo + ((d_lo + half) & 1)
+    for d in range(first, d_hi, 2):
+        row = (d - first) >> 1
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            counts[row, z[i]] = 0
+
+
+@njit(nogil=True, cache=True)
 def _half_counts(doc_ptr, z, half, d_lo, d_hi, n_topics):
     """Count the topics (int64 [K]) of the documents d in ``[d_lo, d_hi)`` with d % 2 == half."""
     counts = np.zeros(n_topics, dtype=np.int64)
@@ -268,7 +303,8 @@ def _half_counts(doc_ptr, z, half, d_lo, d_hi, n_topics):
 @njit(nogil=True, cache=True)
 def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
                 symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
-                w_mass, w_topic, w_thr, w_alias, w_prob, half, d_lo, d_hi, wlo, whi, record):
+                w_mass, w_topic, w_thr, w_alias, w_prob, half, d_lo, d_hi, wlo, whi, record,
+                doc_counts, idx):
     """Resample the half's tokens of the documents ``[d_lo, d_hi)`` with words ``[wlo, whi)``.
 
     The half: the documents ``d % 2 == half``. The tables: the half's, those of that word
@@ -276,6 +312,13 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
     Writes ``z`` of those tokens, the rows ``n_wk[wlo:whi]`` and ``n_k``; reads the topics
     of every token of those documents. Returns ``(state, accepted, proposed, moved)``:
     ``moved`` the tokens whose topic changed, with ``record`` (else empty).
+
+    ``doc_counts``: the topic counts of the half's documents of the range (int32, row ``j``
+    the document ``d_lo``'s first of the half ``+ 2 j``), kept up to date here, and ``idx``
+    those of their tokens in the word range, ascending (:func:`_half_doc_counts`,
+    :func:`~biglda.samplers._kernels._range_lists`): each block then visits only its own
+    tokens and counts nothing. Or an empty ``doc_counts``: each block counts its documents'
+    topics from all their tokens and clears them after. The chain is the same.
     """
     n_topics = n_k.shape[0]
     v_beta = n_words * beta
@@ -284,7 +327,10 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
         coef[k] = 1.0 / (n_k[k] + v_beta)
     # blocks of this half's documents whose dense doc-topic counts stay in cache
     block_docs = max(1, BLOCK_ENTRIES // n_topics)
-    n_dk = np.zeros((block_docs, n_topics), dtype=np.int32)
+    kept = doc_counts.shape[0] > 0
+    n_dk = doc_counts if kept else np.zeros((block_docs, n_topics), dtype=np.int32)
+    row0 = 0  # the block's first row in n_dk
+    j_own = 0  # with kept counts: the block's first token in idx
     q_dense = np.zeros(n_topics, dtype=np.float64)
     n_range = whi - wlo
     bw_ptr = np.zeros(n_range + 1, dtype=np.int64)
@@ -296,37 +342,61 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
     n_propose = 0
     moved = np.empty(1024 if record else 0, dtype=np.int64)
     n_moved = 0
-    d0 = d_lo + ((d_lo + half) & 1)  # the first document of this half in the range
+    first = d_lo + ((d_lo + half) & 1)  # the first document of this half in the range
+    d0 = first
     while d0 < d_hi:
         d1 = min(d_hi, d0 + 2 * block_docs)  # documents d0, d0 + 2, ... < d1
-        nb = np.int64(0)
-        for d in range(d0, d1, 2):
-            nb += doc_ptr[d + 1] - doc_ptr[d]
+        if kept:
+            row0 = (d0 - first) >> 1
+            j_end = j_own
+            while j_end < idx.shape[0] and idx[j_end] < doc_ptr[d1]:
+                j_end += 1
+            nb = j_end - j_own
+        else:
+            nb = np.int64(0)
+            for d in range(d0, d1, 2):
+                nb += doc_ptr[d + 1] - doc_ptr[d]
         if nb > cap:
             cap = max(nb, 2 * cap)
             who_i = np.empty(cap, dtype=np.int64)
             who_d = np.empty(cap, dtype=np.int64)
         # the block's tokens of the word range grouped by word (counting sort), and its
-        # doc-topic counts (of every token)
+        # doc-topic counts (of every token) unless kept
         bw_ptr[:] = 0
-        for d in range(d0, d1, 2):
-            dl = (d - d0) >> 1
-            for i in range(doc_ptr[d], doc_ptr[d + 1]):
-                w = tokens[i] - wlo
-                if 0 <= w < n_range:
-                    bw_ptr[w + 1] += 1
-                n_dk[dl, z[i]] += 1
+        if kept:
+            for j in range(j_own, j_end):
+                bw_ptr[tokens[idx[j]] - wlo + 1] += 1
+        else:
+            for d in range(d0, d1, 2):
+                dl = (d - d0) >> 1
+                for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                    w = tokens[i] - wlo
+                    if 0 <= w < n_range:
+                        bw_ptr[w + 1] += 1
+                    n_dk[dl, z[i]] += 1
         for w in range(n_range):
             bw_ptr[w + 1] += bw_ptr[w]
             bw_fill[w] = bw_ptr[w]
-        for d in range(d0, d1, 2):
-            dl = (d - d0) >> 1
-            for i in range(doc_ptr[d], doc_ptr[d + 1]):
+        if kept:
+            d = d0
+            for j in range(j_own, j_end):
+                i = idx[j]
+                while doc_ptr[d + 1] <= i:
+                    d += 2
                 w = tokens[i] - wlo
-                if 0 <= w < n_range:
-                    who_i[bw_fill[w]] = i
-                    who_d[bw_fill[w]] = dl
-                    bw_fill[w] += 1
+                who_i[bw_fill[w]] = i
+                who_d[bw_fill[w]] = row0 + ((d - d0) >> 1)
+                bw_fill[w] += 1
+            j_own = j_end
+        else:
+            for d in range(d0, d1, 2):
+                dl = (d - d0) >> 1
+                for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                    w = tokens[i] - wlo
+                    if 0 <= w < n_range:
+                        who_i[bw_fill[w]] = i
+                        who_d[bw_fill[w]] = dl
+                        bw_fill[w] += 1
         # word-major within the block: a word's table and count row are reused by all its
         # tokens here; the block's n_dk rows stay in cache. Any visiting order is exact:
         # each token's kernel leaves p(z_i | z_¬i) invariant with the current counts.
@@ -346,9 +416,9 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
                     q_dense[w_topic[e]] = w_prob[e]
             for j in range(bw_ptr[wr], bw_ptr[wr + 1]):
                 i = who_i[j]
-                dl = who_d[j]
-                lo = doc_ptr[d0 + 2 * dl]
-                n_doc = doc_ptr[d0 + 2 * dl + 1] - lo
+                dl = who_d[j]  # the document's row in n_dk
+                lo = doc_ptr[d0 + 2 * (dl - row0)]
+                n_doc = doc_ptr[d0 + 2 * (dl - row0) + 1] - lo
                 s = np.int64(z[i])
                 s0 = s
                 n_dk[dl, s] -= 1
@@ -422,10 +492,11 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
             if dense:
                 for e in range(wl, wl + wn):
                     q_dense[w_topic[e]] = 0.0
-        for d in range(d0, d1, 2):  # reset the touched doc-topic counts
-            dl = (d - d0) >> 1
-            for i in range(doc_ptr[d], doc_ptr[d + 1]):
-                n_dk[dl, z[i]] = 0
+        if not kept:
+            for d in range(d0, d1, 2):  # reset the touched doc-topic counts
+                dl = (d - d0) >> 1
+                for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                    n_dk[dl, z[i]] = 0
         d0 = d1
     return state, n_accept, n_propose, moved[:n_moved]
 
@@ -496,18 +567,23 @@ class LightLDASampler(Sampler):
         return f"LightLDASampler(mh_steps={self.mh_steps})"
 
 
-def _half_words(part, tokens, doc_ptr, z, half, n_topics) -> list:
-    """``(word_ptr, by_word)`` of each word range: the half's tokens of its words, by word.
+def _half_words(part, tokens, doc_ptr, z, half, n_topics,
+                keep_docs: bool) -> tuple[list, list | None]:
+    """Return the half's tokens by range, ``(words, docs)``.
 
-    They depend on the tokens and the cut only (``z`` is read for counts left unused).
+    ``words[r]``: ``(word_ptr, by_word)``, the half's tokens of word range ``r``'s words, by
+    word; ``docs[i]`` (with ``keep_docs``, else None): ``(ptr, idx)``, those of document
+    range ``i``, by word range (:func:`~biglda.samplers._kernels._range_lists`). They depend
+    on the tokens and the cut only (``z`` is read for counts left unused).
     """
     t, dcut, wcut = part.n_ranges, part.dcut, part.wcut
     lists = part.on_threads(_range_lists, [
         (tokens, doc_ptr, z, half, dcut[i], dcut[i + 1], part.range_of, t, n_topics)
         for i in range(t)])
-    return part.on_threads(_by_word, [
+    words = part.on_threads(_by_word, [
         (np.concatenate([idx[ptr[r]:ptr[r + 1]] for _, ptr, idx in lists]), tokens, wcut[r],
          wcut[r + 1]) for r in range(t)])
+    return words, [(ptr, idx) for _, ptr, idx in lists] if keep_docs else None
 
 
 def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state,
@@ -517,25 +593,52 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
     symmetric = bool(np.all(alpha == alpha[0]))
     a_sum, *a_tables = _alpha_tables(alpha, symmetric)
     n_accept, n_propose = 0, 0
+    # the half's documents' topic counts, kept through its steps where they are few enough
+    rows = [(int(dcut[i + 1] - dcut[i]) + 1) // 2 for i in range(t)]
+    keep = max(rows, default=0) * t * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens)
+    counts = part.layout.take("lightlda-doc-counts") if keep else None
+    if keep and (counts is None or [c.shape for c in counts] != [(r, n_topics) for r in rows]):
+        counts = [np.zeros((r, n_topics), dtype=np.int32) for r in rows]
     for half in range(2):
-        # the half's tokens of each word range, by word (kept with the layout), and the
-        # half's topics
-        words = part.layout.list_of(f"lightlda-half{half}",
-                                    lambda h=half: _half_words(part, tokens, doc_ptr, z, h,
-                                                               n_topics))
-        in_half = part.on_threads(_half_counts, [(doc_ptr, z, half, dcut[i], dcut[i + 1],
-                                                  n_topics) for i in range(t)])
+        # the half's tokens of each word range, by word, and of each document range, by
+        # word range (kept with the layout); the half's topics
+        words, docs = part.layout.list_of(
+            f"lightlda-half{half}" + ("-docs" if keep else ""),
+            lambda h=half: _half_words(part, tokens, doc_ptr, z, h, n_topics, keep))
+        if counts is not None:
+            in_half = part.on_threads(_half_doc_counts, [
+                (counts[i], doc_ptr, z, half, dcut[i], dcut[i + 1]) for i in range(t)])
+        else:
+            in_half = part.on_threads(_half_counts, [(doc_ptr, z, half, dcut[i], dcut[i + 1],
+                                                      n_topics) for i in range(t)])
         coef, *dense = _other_tables(n_k - np.sum(in_half, axis=0), beta, n_words * beta)
         # the tables from the counts without the half, a word range on each thread
         tables = part.on_threads(_word_tables, [
             (word_ptr, by_word, z, n_wk[wcut[r]:wcut[r + 1]], coef)
             for r, (word_ptr, by_word) in enumerate(words)])
+
+        def own(i, r, cs=counts, ds=docs):  # (the part's kept counts and tokens, or none)
+            if cs is None:
+                return _NO_DOC_COUNTS, _NO_TOKENS
+            ptr, idx = ds[i]
+            return cs[i], idx[ptr[r]:ptr[r + 1]]
+
         for _, acc, prop, _ in part.run_steps(
                 _half_sweep, lambda i, r, own_k, sub, h=half, tab=tables, den=dense: (
                     tokens, doc_ptr, z, n_wk, own_k, alpha, a_sum, beta, n_words, sub,
                     mh_steps, symmetric, *a_tables, *den, *tab[r], h, dcut[i], dcut[i + 1],
-                    wcut[r], wcut[r + 1], part.record),
+                    wcut[r], wcut[r + 1], part.record, *own(i, r)),
                 n_k, state, (0x4C << 56) | (half << 48)):
             n_accept += acc
             n_propose += prop
+        if counts is not None:
+            part.on_threads(_clear_doc_counts, [(counts[i], doc_ptr, z, half, dcut[i],
+                                                 dcut[i + 1]) for i in range(t)])
+    if counts is not None:  # (all zero again: the next sweep's, unless this one failed)
+        part.layout.give("lightlda-doc-counts", counts)
     return n_accept / n_propose if n_propose else None
+
+
+# ``doc_counts`` and ``idx`` of a part that counts its documents' topics block by block.
+_NO_DOC_COUNTS = np.zeros((0, 1), dtype=np.int32)
+_NO_TOKENS = np.zeros(0, dtype=np.int64)

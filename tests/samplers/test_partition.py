@@ -182,6 +182,24 @@ def test_dense_cgs_keeps_document_counts_without_changing_the_chain(monkeypatch)
         np.testing.assert_array_equal(a, b)
 
 
+def test_lightlda_keeps_document_counts_without_changing_the_chain(monkeypatch):
+    # A partitioned lightlda half keeps its documents' topic counts across its steps (where
+    # D / 2 x K is small against the tokens), and each part visits only its own tokens,
+    # instead of counting and clearing its documents' topics from all their tokens in every
+    # block: the same counts and the same visiting order, so the same chain bit for bit.
+    # Also after a sweep with the other form (the kept buffers come back cleared).
+    import biglda.samplers.lightlda_cpu as lightlda_mod
+
+    tokens, doc_ptr, n_words = _corpus(seed=4)
+    assert (len(doc_ptr) // 2 + 3) * 9 <= lightlda_mod.DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens)
+    with ThreadPoolExecutor(2) as pool:
+        kept = _sweeps(tokens, doc_ptr, n_words, 9, pool, 3, 4)
+        monkeypatch.setattr(lightlda_mod, "DOC_COUNT_ENTRIES_PER_TOKEN", 0)  # count each part
+        counted = _sweeps(tokens, doc_ptr, n_words, 9, pool, 3, 4)
+    for a, b in zip(kept, counted, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=IDS)
 def test_the_layout_is_kept_between_sweeps_and_made_anew_when_the_tokens_change(sampler):
     # What depends on the tokens alone (the cut, the token lists by range) is kept with the
