@@ -15,7 +15,8 @@ ranges are cut); ``--part-times`` prints each part's seconds of the last sweep (
 range, word range), the balance a step waits for. ``--snapshot-entries N`` sets how many
 row entries a token the partitioned sweeps still snapshot for their delta (0: they record
 the moved tokens instead). ``--ranges-per-thread`` and ``--lag`` set the partition's R
-(``RANGES_PER_THREAD`` x T) and how far behind a part's ``n_k`` may be (its ``N_K_LAG``).
+(``RANGES_PER_THREAD`` x T) and how far behind a part's ``n_k`` may be (its ``N_K_LAG``; for
+lightlda also the ``_KEPT`` forms, which it takes where it keeps its documents' counts).
 """
 
 from __future__ import annotations
@@ -56,10 +57,10 @@ def main(argv=None) -> int:
                                           args.sampler, "biglda.samplers.warplda_cpu"))
     if args.word_cost_power is not None:
         module.WORD_COST_POWER = args.word_cost_power
-    if args.ranges_per_thread is not None:
-        module.RANGES_PER_THREAD = args.ranges_per_thread
-    if args.lag is not None:
-        module.N_K_LAG = args.lag
+    for name, value in (("RANGES_PER_THREAD", args.ranges_per_thread), ("N_K_LAG", args.lag)):
+        for variant in (name, name + "_KEPT"):  # (lightlda's with its documents' counts kept)
+            if value is not None and hasattr(module, variant):
+                setattr(module, variant, value)
     if args.snapshot_entries is not None:
         import biglda.samplers.base as base
 

@@ -56,21 +56,29 @@ BLOCK_ENTRIES = 1 << 20
 # parts took 1.2-1.3x the others' time on the synthetic corpus (pipelines/bench_partition.py
 # --part-times; pipelines/README.md, "lightlda on the process's threads").
 WORD_COST_POWER = 0.8
-# Ranges a thread (biglda.samplers.partition): T, one each. 2T, cgs's choice, cost lightlda
-# 7% more CPU a token in training on the VM's 2 threads (each part scans its documents'
-# tokens of the half) and lost 5-7% of tokens/s (pipelines/README.md, "Seventh session").
-RANGES_PER_THREAD = 1
-# A part's n_k waits for every part of the step before (biglda.samplers.partition): with one
-# range a thread no thread has another part to take meanwhile, and on 16 cores a lag of 2
-# gave the same time (1.528 against 1.515 s a sweep, synth20m, K = 1,000), 2T ranges with
-# it too (1.514 s, at 1.3x the CPU a token): the fresher n_k costs nothing here.
-N_K_LAG = 1
 # A sweep on several threads keeps the half's documents' topic counts (int32 [D / 2, K]) through
 # its steps where they take at most this many entries a token, and lists each part's tokens:
 # a part then visits only its own tokens and counts nothing. Otherwise each part counts the
 # topics of its documents from all their tokens and clears them after, 2R passes over the
 # half's tokens where this makes 2 (pipelines/README.md, "Eighth session").
 DOC_COUNT_ENTRIES_PER_TOKEN = 4
+# Ranges a thread (biglda.samplers.partition) and how many steps behind a part's n_k may be,
+# with the documents' counts kept and without. Counting them in every part made each range
+# cost CPU: 2T ranges cost 7% more CPU a token on the VM's 2 threads and lost 5-7% of
+# tokens/s (pipelines/README.md, "Seventh session"), 1.3x the CPU on 16 cores; with one
+# range a thread no thread has another part to take while a step ends, so a lag of 2 bought
+# nothing there (1.515 against 1.528 s a sweep on 16 cores). Kept, 2T ranges cost no CPU
+# (2 threads: 0.489, 0.481, 0.481, 0.498 us a token at 1, 2, 4, 8 ranges a thread) and gave
+# 4.71, 4.69 s a sweep with a lag of 2 against 5.19, 5.47 with T ranges (synth20m, K = 1,000);
+# on 16 threads the schedule of the recorded parts' times came to 1.01x their CPU / 16 with
+# 2T ranges and a lag of 2, 1.37x with T and 1 ("Eighth session").
+RANGES_PER_THREAD, RANGES_PER_THREAD_KEPT = 1, 2
+N_K_LAG, N_K_LAG_KEPT = 1, 2
+
+
+def _keeps_doc_counts(n_docs: int, n_topics: int, n_tokens: int) -> bool:
+    """Whether a partitioned sweep keeps the halves' document counts (their size's rule)."""
+    return (n_docs + 1) // 2 * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * n_tokens
 
 
 @njit(nogil=True, cache=True)
@@ -505,17 +513,18 @@ class LightLDASampler(Sampler):
     """LightLDA Metropolis-Hastings (cycle proposal) on the CPU.
 
     On one thread the chain is exact (module docstring). A sweep can use several threads
-    (``sweep(..., pool=, n_threads=)``, T of them), tomotopy's ``PARTITION`` scheme: the
-    documents are cut into T ranges and the vocabulary into T ranges of about equal tokens;
-    each half's word tables are built once, range by range on the threads; then the half is
-    swept in T steps, in step ``s`` thread ``t`` the tokens of document range ``t`` whose
-    words are in range ``(t + s) % T``. No two threads of a step share a row of ``n_wk``, a
-    document or a token, so the counts stay exact but for ``n_k``: each thread of a step
-    moves its own copy, and the copies' moves are summed at the step's end (``N_K_LAG`` 1;
-    the threads take each step's parts as the step before frees their ranges). The chain is
-    then that of tomotopy's partitioned sampler, not an exact one; it is the same on every
-    run with the same T, whichever thread takes which part (each part has its own stream),
-    but not the same for another T.
+    (``sweep(..., pool=, n_threads=)``, T of them), tomotopy's ``PARTITION`` scheme
+    (:mod:`biglda.samplers.partition`): the documents are cut into R ranges and the
+    vocabulary into R ranges of about equal cost, R = 2T where the halves' document counts
+    are kept (:data:`DOC_COUNT_ENTRIES_PER_TOKEN`), else T; each half's word tables are built
+    once, range by range on the threads; then the half is swept in R steps, in step ``s``
+    part ``i`` the tokens of document range ``i`` whose words are in range ``(i + s) % R``.
+    No two parts of a step share a row of ``n_wk``, a document or a token, so the counts
+    stay exact but for ``n_k``: each part moves its own copy, which starts with the moves of
+    every step up to ``s - L`` (L = 2 with 2T ranges, 1 with T: ``N_K_LAG_KEPT``,
+    ``N_K_LAG``). The chain is then that of tomotopy's partitioned sampler, not an exact one;
+    it is the same on every run with the same T, whichever thread takes which part (each
+    part has its own stream), but not the same for another T.
 
     Parameters
     ----------
@@ -549,12 +558,14 @@ class LightLDASampler(Sampler):
         n_threads = max(1, int(n_threads))
         if n_threads == 1:
             return super().sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
+        kept = _keeps_doc_counts(doc_ptr.shape[0] - 1, n_k.shape[0], tokens.shape[0])
         return partitioned_sweep(
             lambda part, a, state: _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, a,
                                                       float(beta), float(n_words), state,
                                                       self.mh_steps),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG)
+            WORD_COST_POWER, RANGES_PER_THREAD_KEPT if kept else RANGES_PER_THREAD,
+            self._layouts, N_K_LAG_KEPT if kept else N_K_LAG)
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         symmetric = bool(np.all(alpha == alpha[0]))
@@ -595,7 +606,7 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
     n_accept, n_propose = 0, 0
     # the half's documents' topic counts, kept through its steps where they are few enough
     rows = [(int(dcut[i + 1] - dcut[i]) + 1) // 2 for i in range(t)]
-    keep = max(rows, default=0) * t * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens)
+    keep = _keeps_doc_counts(doc_ptr.shape[0] - 1, n_topics, tokens.shape[0])
     counts = part.layout.take("lightlda-doc-counts") if keep else None
     if keep and (counts is None or [c.shape for c in counts] != [(r, n_topics) for r in rows]):
         counts = [np.zeros((r, n_topics), dtype=np.int32) for r in rows]
