@@ -180,8 +180,7 @@ class Partition:
         ``lag`` 1 this is the chain of a barrier after every step.
         """
         n_r, lag = self.n_ranges, max(1, int(self.lag))
-        base = n_k.copy()  # the sweep's start, plus every complete step up to s - lag
-        prefix = [base.copy()]  # prefix[c]: the start plus the moves of steps 0 .. c - 1
+        prefix = [n_k.copy()]  # prefix[c]: the sweep's start plus the moves of steps < c
         step_moves = [np.zeros_like(n_k) for _ in range(n_r)]
         own = {}  # (i, s): part (i, s)'s moves, while a later part of range i needs them
         left = [n_r] * n_r  # parts of each step not done yet
@@ -230,32 +229,32 @@ class Partition:
 
         def drain() -> float:
             c0 = time.thread_time()
-            while True:
-                with cond:
-                    while not ready and not failed and complete[0] < n_r:
-                        cond.wait()
-                    if failed or not ready:
-                        cond.notify_all()
-                        return time.thread_time() - c0
-                    s, i = heapq.heappop(ready)
-                    k = start_k(s, i)
-                r = (i + s) % n_r
-                own_k = k.copy()
-                try:
-                    sub = np.uint64(tag | (s << 32))
-                    out = kernel(*args(i, r, own_k, np.uint64(_substream(state, sub, i))))
-                except BaseException as exc:  # the others stop; the caller raises it
+            try:
+                while True:
                     with cond:
-                        failed.append(exc)
-                        cond.notify_all()
-                    return time.thread_time() - c0
+                        while not ready and not failed and complete[0] < n_r:
+                            cond.wait()
+                        if failed or not ready:
+                            cond.notify_all()
+                            return time.thread_time() - c0
+                        s, i = heapq.heappop(ready)
+                        k = start_k(s, i)
+                    own_k = k.copy()
+                    sub = np.uint64(tag | (s << 32))
+                    out = kernel(*args(i, (i + s) % n_r, own_k,
+                                       np.uint64(_substream(state, sub, i))))
+                    with cond:
+                        results[s * n_r + i] = out
+                        woke = finish(s, i, own_k - k)
+                        if woke > 1:
+                            cond.notify(woke - 1)  # (this thread takes one itself)
+                        elif complete[0] == n_r:
+                            cond.notify_all()
+            except BaseException as exc:  # the others stop; the caller raises it
                 with cond:
-                    results[s * n_r + i] = out
-                    woke = finish(s, i, own_k - k)
-                    if woke > 1:
-                        cond.notify(woke - 1)  # (this thread takes one itself)
-                    elif complete[0] == n_r:
-                        cond.notify_all()
+                    failed.append(exc)
+                    cond.notify_all()
+                return time.thread_time() - c0
 
         c0 = time.thread_time()
         futs = [self.pool.submit(drain) for _ in range(self.threads - 1)]
