@@ -66,8 +66,14 @@ def test_mixed_job_runs_gpu_and_cpu_samplers_and_balances(sim_cluster, tiny_url,
                                                          recount):
     client, cpu, sim = sim_cluster
     # the balance measures clocks 1 and 2 (balance_after=3): one clock of the CPU worker is a
-    # few ms on these 600 tokens (10x the simulator's rate), and in one full-suite run a
-    # single measured clock came out within 10% of the simulator's (no balance)
+    # few ms on these 600 tokens (4-12x the simulator's rate), and in one full-suite run a
+    # single measured clock came out within 10% of the simulator's (no balance); with two,
+    # once more in a full suite. A pause of a few hundred ms in those clocks is enough, such
+    # as a kernel first called there (the PS's fold runs from clock 1): a short CPU job first
+    # calls every CPU kernel in both processes.
+    warm = TrainConfig(n_topics=4, iterations=3, sampler="lightlda", seed=1, checkpoint_every=0,
+                       top_words_every=0, backend="cpu", call_timeout=120.0)
+    run_training(client, validate(tiny_url, None, warm, False), warm)
     cfg = TrainConfig(n_topics=4, iterations=5, sampler="lightlda", seed=2, checkpoint_every=5,
                       top_words_every=0, backend="auto", worker_backends={sim: "gpu"},
                       call_timeout=120.0, rebalance_after=0, balance_after=3)
