@@ -1,7 +1,7 @@
 """lightlda and cgs on several threads (``sweep(..., pool=, n_threads=)``): tomotopy's
-partitioned scheme (:mod:`biglda.samplers.partition`: documents and words cut into T ranges,
-T steps in which no two threads share a row, a document or a token; each thread moves its
-own copy of ``n_k``). Not an exact chain (the copies of ``n_k`` lag within a step), so it is
+partitioned scheme (:mod:`biglda.samplers.partition`: documents and words cut into R ranges,
+R steps in which no two parts share a row, a document or a token; each part moves its own
+copy of ``n_k``). Not an exact chain (the copies of ``n_k`` lag by up to a step or two), so it is
 held to invariants and to the one-thread chain's results on the synthetic corpus with known
 topics; the one-thread chain is the exact one of the exact-posterior tests. The delta comes
 from a snapshot of the rows when they are few against the tokens, else from the tokens the
@@ -117,8 +117,8 @@ def test_recovers_topics_and_reaches_the_one_thread_loglik(synthetic, synthetic_
     # two-topics-merged mode here, test_sampler_recovery.py.) Which chains land in such a
     # mode is the seed's draw, for one thread and several: from seeds 11-22, 2-thread cgs
     # SparseLDA merged two topics 5 times in 12 with parts that wait for the step before
-    # (lag 1) and 4 with lag 2; lightlda's chain from seed 5 merges with lag 2 (not with
-    # 1). Seed 8 recovers in every case.
+    # (lag 1) and 4 with lag 2; lightlda's chain from seed 5 merged with lag 2 and T ranges
+    # (not with lag 1). Seed 8 recovers in every case.
     tokens, doc_ptr, phi, _ = synthetic
     spec = synthetic_spec
     tail = {}
@@ -186,8 +186,8 @@ def test_lightlda_keeps_document_counts_without_changing_the_chain(monkeypatch):
     # A partitioned lightlda half keeps its documents' topic counts across its steps (where
     # D / 2 x K is small against the tokens), and each part visits only its own tokens,
     # instead of counting and clearing its documents' topics from all their tokens in every
-    # block: the same counts and the same visiting order, so the same chain bit for bit.
-    # Also after a sweep with the other form (the kept buffers come back cleared).
+    # block: the same counts and the same visiting order, so the same chain bit for bit,
+    # over 4 sweeps (the kept buffers come back cleared for the next).
     import biglda.samplers.lightlda_cpu as lightlda_mod
 
     tokens, doc_ptr, n_words = _corpus(seed=4)
