@@ -344,8 +344,10 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
     bw_ptr = np.zeros(n_range + 1, dtype=np.int64)
     bw_fill = np.zeros(n_range, dtype=np.int64)
     cap = np.int64(1024)
+    own_i = np.empty(cap, dtype=np.int64)  # the block's tokens of the range, document order
+    own_d = np.empty(cap, dtype=np.int64)  # -> their documents' rows in n_dk
     who_i = np.empty(cap, dtype=np.int64)  # word order -> token index
-    who_d = np.empty(cap, dtype=np.int64)  # word order -> document within the block
+    who_d = np.empty(cap, dtype=np.int64)  # word order -> the document's row in n_dk
     n_accept = 0
     n_propose = 0
     moved = np.empty(1024 if record else 0, dtype=np.int64)
@@ -366,45 +368,44 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
                 nb += doc_ptr[d + 1] - doc_ptr[d]
         if nb > cap:
             cap = max(nb, 2 * cap)
+            own_i = np.empty(cap, dtype=np.int64)
+            own_d = np.empty(cap, dtype=np.int64)
             who_i = np.empty(cap, dtype=np.int64)
             who_d = np.empty(cap, dtype=np.int64)
-        # the block's tokens of the word range grouped by word (counting sort), and its
-        # doc-topic counts (of every token) unless kept
-        bw_ptr[:] = 0
-        if kept:
-            for j in range(j_own, j_end):
-                bw_ptr[tokens[idx[j]] - wlo + 1] += 1
-        else:
-            for d in range(d0, d1, 2):
-                dl = (d - d0) >> 1
-                for i in range(doc_ptr[d], doc_ptr[d + 1]):
-                    w = tokens[i] - wlo
-                    if 0 <= w < n_range:
-                        bw_ptr[w + 1] += 1
-                    n_dk[dl, z[i]] += 1
-        for w in range(n_range):
-            bw_ptr[w + 1] += bw_ptr[w]
-            bw_fill[w] = bw_ptr[w]
+        # the block's tokens of the word range in document order, with their documents' rows
+        # in n_dk (and, unless kept, the documents' counts of every token)
+        n_own = 0
         if kept:
             d = d0
             for j in range(j_own, j_end):
                 i = idx[j]
                 while doc_ptr[d + 1] <= i:
                     d += 2
-                w = tokens[i] - wlo
-                who_i[bw_fill[w]] = i
-                who_d[bw_fill[w]] = row0 + ((d - d0) >> 1)
-                bw_fill[w] += 1
+                own_i[n_own] = i
+                own_d[n_own] = row0 + ((d - d0) >> 1)
+                n_own += 1
             j_own = j_end
         else:
             for d in range(d0, d1, 2):
                 dl = (d - d0) >> 1
                 for i in range(doc_ptr[d], doc_ptr[d + 1]):
-                    w = tokens[i] - wlo
-                    if 0 <= w < n_range:
-                        who_i[bw_fill[w]] = i
-                        who_d[bw_fill[w]] = dl
-                        bw_fill[w] += 1
+                    if 0 <= tokens[i] - wlo < n_range:
+                        own_i[n_own] = i
+                        own_d[n_own] = dl
+                        n_own += 1
+                    n_dk[dl, z[i]] += 1
+        # grouped by word (a stable counting sort)
+        bw_ptr[:] = 0
+        for j in range(n_own):
+            bw_ptr[tokens[own_i[j]] - wlo + 1] += 1
+        for w in range(n_range):
+            bw_ptr[w + 1] += bw_ptr[w]
+            bw_fill[w] = bw_ptr[w]
+        for j in range(n_own):
+            w = tokens[own_i[j]] - wlo
+            who_i[bw_fill[w]] = own_i[j]
+            who_d[bw_fill[w]] = own_d[j]
+            bw_fill[w] += 1
         # word-major within the block: a word's table and count row are reused by all its
         # tokens here; the block's n_dk rows stay in cache. Any visiting order is exact:
         # each token's kernel leaves p(z_i | z_¬i) invariant with the current counts.

@@ -187,6 +187,7 @@ class Partition:
         done = np.zeros((n_r, n_r), dtype=bool)  # [s, i]
         results: list[Any] = [None] * (n_r * n_r)
         ready = [(0, i) for i in range(n_r)]  # a heap: the steps furthest behind first
+        queued = set(ready)  # every part ever put on it
         complete = [0]  # steps 0 .. complete[0] - 1 are done
         failed: list[BaseException] = []
         cond = threading.Condition()
@@ -224,8 +225,6 @@ class Partition:
                     heapq.heappush(ready, c)
                     woke += 1
             return woke
-
-        queued = set(ready)
 
         def drain() -> float:
             c0 = time.thread_time()
