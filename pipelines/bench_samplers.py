@@ -320,12 +320,14 @@ def cgs_start(args) -> int:
 
     The chain follows the default sampler (its per-sweep switch); at every sweep the
     SparseLDA and the dense kernel are each timed on a copy of the state, so the columns
-    compare the kernels on the same counts (the row density is what the switch reads).
+    compare the kernels on the same counts (the row density and the expected share of
+    moving tokens are what the switch reads).
     """
     from biglda.samplers.cgs_cpu import (
         _DENSITY_ENTRIES,
         _cgs_dense_sweep,
         _cgs_sparse_sweep,
+        _move_share,
         _row_density,
         _word_lists,
     )
@@ -351,6 +353,8 @@ def cgs_start(args) -> int:
             t = time.thread_time()
             density = _row_density(tokens, n_wk, _DENSITY_ENTRIES)
             t_density = time.thread_time() - t
+            moves = _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, args.beta,
+                                float(n_words), _DENSITY_ENTRIES)
             rates = []
             for kernel in (_cgs_sparse_sweep, _cgs_dense_sweep):
                 zz, ww, kk = z.copy(), n_wk.copy(), n_k.copy()
@@ -364,7 +368,7 @@ def cgs_start(args) -> int:
                           RandomKey(args.seed, it))
             dt = time.thread_time() - t
             print(f"| {it} | {density:.3f} ({t_density * 1e3:.1f} ms) | {nnz:.0f} | "
-                  f"{rates[0]:.2f} | {rates[1]:.2f} | {sampler.kernel_for(density)} | "
+                  f"{rates[0]:.2f} | {rates[1]:.2f} | {sampler.kernel_for(density, moves)} | "
                   f"{n / dt / 1e6:.2f} | {np.mean(before != z):.0%} |", flush=True)
     return 0
 

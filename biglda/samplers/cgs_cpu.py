@@ -28,13 +28,18 @@ Three exact kernels over the same full conditional
   reproduces the compiled chain bit for bit.
 
 :class:`CGSSampler`'s default ("sparse") picks a kernel per sweep: the dense one while the
-word rows are dense, SparseLDA once they are sparse. Its measure is the share of non-zero
-topics in the rows of the shard's tokens, token-weighted (``_row_density``, reading at most
-``_DENSITY_ENTRIES`` entries), against ``DENSE_ABOVE`` (``DENSE_ABOVE_THREADS`` for a sweep
-on several threads). Both kernels cost ~O(K) per token
+word rows are dense or most tokens still move, SparseLDA once rows are sparse and tokens
+settle. Its measures are the share of non-zero topics in the rows of the shard's tokens,
+token-weighted (``_row_density``, reading at most ``_DENSITY_ENTRIES`` entries), and the
+expected share of tokens the sweep moves (``_move_share``: one minus the mean probability
+of a token's own topic under its full conditional, over a deterministic sample of
+documents); SparseLDA runs where their product is below ``SPARSE_BELOW`` (and, on several
+threads, the density below ``DENSE_ABOVE_THREADS``). Both measures are functions of the
+state, so the choice, and the chain, do not depend on timing or on what ran before (a
+resumed run picks what the run it continues picked). Both kernels cost ~O(K) per token
 right after a random start, when ~87% of a row's topics are non-zero at K = 100; the dense
 one does that work in vector instructions, SparseLDA pays for gathers and list upkeep, and
-wins once a row holds a few topics.
+wins once a row holds a few topics and few tokens move.
 
 On one thread all rebuild the doc-topic counts of one document at a time from ``z`` in a K
 scratch row, so memory is O(N + V_local K); a dense sweep on several threads keeps D x K
@@ -58,19 +63,26 @@ from biglda.samplers.rng import _next_float
 logger = logging.getLogger(__name__)
 
 VARIANTS = ("sparse", "dense", "plain")
-# The "sparse" variant's switch: the row density from which a sweep runs the dense kernel.
-# Measured from the same states (pipelines/README.md, "cgs's start"), the kernels cross at a
-# density of ~0.2 at K = 100 and ~0.155 at K = 1000; the K = 100 steady state (0.18 by
-# sweep 30) stays on SparseLDA.
-DENSE_ABOVE = 0.2
-# The same switch for a sweep on several threads. There the dense kernel keeps the documents'
-# counts through the steps and SparseLDA counts each document in each step, so the dense one
-# stays ahead longer: on 2 threads it was faster at every state measured at K = 100 (Debian
-# down to a density of 0.145, its steady state: 5-8%; synth4m down to 0.109: 20%); at
-# K = 1000 (Debian) it led at 0.194 and trailed at 0.086 (pipelines/README.md, "Seventh
-# session").
+# The "sparse" variant's switch. SparseLDA's cost a token grows with the word's non-zero
+# topics and, above all, with the tokens that move (each move re-sorts two entries of the
+# word's list and scans further for its draw); the dense kernel's is the same in every state.
+# So a sweep runs SparseLDA where the row density (token-weighted share of non-zero topics)
+# times the expected share of tokens that move is below SPARSE_BELOW. Measured from the same
+# 25 states of Debian and synth4m at K = 100, 300 and 1000 (pipelines/bench_cgs_switch.py;
+# pipelines/README.md, "Ninth session"), this picks the slower kernel in 4, by 1-29% (1.7%
+# slower than the faster kernel on average); density alone (below 0.2, the rule before)
+# picked the slower one in 10, by up to 1.95x (synth4m, whose tokens keep moving at
+# densities Debian reaches near its steady state), 10.2% slower on average.
+SPARSE_BELOW = 0.05
+# A sweep on several threads also needs the density below this for SparseLDA. There the dense
+# kernel keeps the documents' counts through the steps and SparseLDA counts each document in
+# each step, so the dense one stays ahead longer: on 2 threads it was faster at every state
+# measured at K = 100 (Debian down to a density of 0.145, its steady state: 5-8%; synth4m
+# down to 0.109: 20%); at K = 1000 (Debian) it led at 0.194 and trailed at 0.086
+# (pipelines/README.md, "Seventh session").
 DENSE_ABOVE_THREADS = 0.1
-# At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian).
+# At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian),
+# and this many terms of the conditional evaluated to estimate the moves (3-5 ms).
 _DENSITY_ENTRIES = 1 << 22
 # A sweep on several threads cuts the vocabulary into ranges of equal n_w ** this (equal
 # tokens; n_w ** 0.8, lightlda's weight, was slower for cgs: pipelines/bench_partition.py).
@@ -322,6 +334,51 @@ def _row_density_of(occ, n_wk, max_entries):
     if seen == 0:
         return 0.0
     return nnz / (seen * n_topics)
+
+
+@njit(nogil=True, cache=True)
+def _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, max_terms):
+    """Return the expected share of tokens a sweep from this state moves (in [0, 1]).
+
+    One minus the mean, over the tokens of every ``stride``-th document, of the probability
+    of a token's own topic under its full conditional (its counts without it); ``stride``
+    keeps the terms evaluated (K a token) to ~``max_terms``. Deterministic. A sweep's
+    realized share follows it closely (0.508 against 0.509 on Debian at K = 100, sweep 10).
+    """
+    n_docs = doc_ptr.shape[0] - 1
+    n_topics = n_k.shape[0]
+    if n_docs <= 0 or tokens.shape[0] == 0:
+        return 0.0
+    stride = 1 + (tokens.shape[0] * n_topics) // max(1, max_terms)
+    v_beta = n_words * beta
+    coef = np.empty(n_topics, dtype=np.float64)
+    for k in range(n_topics):
+        coef[k] = 1.0 / (n_k[k] + v_beta)
+    n_dk = np.zeros(n_topics, dtype=np.int64)
+    stay = 0.0
+    seen = 0
+    for d in range(0, n_docs, stride):
+        lo = doc_ptr[d]
+        hi = doc_ptr[d + 1]
+        for i in range(lo, hi):
+            n_dk[z[i]] += 1
+        for i in range(lo, hi):
+            w = tokens[i]
+            s = np.int64(z[i])
+            total = 0.0
+            for k in range(n_topics):
+                total += (n_dk[k] + alpha[k]) * (n_wk[w, k] + beta) * coef[k]
+            # without the token itself: its own topic's term with one count less each
+            own = ((n_dk[s] - 1 + alpha[s]) * (n_wk[w, s] - 1 + beta)
+                   / (n_k[s] - 1 + v_beta))
+            total += own - (n_dk[s] + alpha[s]) * (n_wk[w, s] + beta) * coef[s]
+            stay += own / total
+            seen += 1
+        for i in range(lo, hi):
+            n_dk[z[i]] = 0
+    if seen == 0:
+        return 0.0
+    return 1.0 - stay / seen
 
 
 @njit(nogil=True, cache=True)
@@ -636,17 +693,21 @@ class CGSSampler(Sampler):
         reference.
     dense_above : float or None
         For "sparse": a sweep runs the dense kernel when the token-weighted fraction of
-        non-zero topics in the word rows is at least this (0 always, above 1 never). None
-        (default): :data:`DENSE_ABOVE` on one thread, :data:`DENSE_ABOVE_THREADS` on more.
+        non-zero topics in the word rows is at least this (0 always, above 1 never), on any
+        number of threads. None (default): the measured rule, SparseLDA where the density
+        times the expected share of moving tokens is below :data:`SPARSE_BELOW` (and, on
+        several threads, the density below :data:`DENSE_ABOVE_THREADS`).
 
     Examples
     --------
     >>> CGSSampler(variant="plain").variant
     'plain'
-    >>> CGSSampler().kernel_for(0.9), CGSSampler().kernel_for(0.15)
+    >>> CGSSampler().kernel_for(0.9, 0.5), CGSSampler().kernel_for(0.15, 0.3)
     ('dense', 'sparse')
-    >>> CGSSampler().kernel_for(0.15, n_threads=2)
-    'dense'
+    >>> CGSSampler().kernel_for(0.15, 0.6), CGSSampler().kernel_for(0.15, 0.3, n_threads=2)
+    ('dense', 'dense')
+    >>> CGSSampler(dense_above=0.2).kernel_for(0.15, 0.6)
+    'sparse'
     """
 
     algorithm = "cgs"
@@ -667,18 +728,21 @@ class CGSSampler(Sampler):
         if dense_above is not None and not dense_above >= 0.0:  # also refuses NaN
             raise ConfigError(f"dense_above must be >= 0, got {dense_above}")
         self.variant = variant
-        # None: the measured switch, DENSE_ABOVE on one thread, DENSE_ABOVE_THREADS on more
+        # None: the measured switch (SPARSE_BELOW, DENSE_ABOVE_THREADS)
         self.dense_above = None if dense_above is None else float(dense_above)
         self._layouts = Layouts()  # each tokens array's cut for several threads
 
-    def kernel_for(self, density: float, n_threads: int = 1) -> str:
-        """Return the kernel ("dense" or "sparse") the "sparse" variant runs at this density.
+    def kernel_for(self, density: float, moves: float = 1.0, n_threads: int = 1) -> str:
+        """Return the kernel ("dense" or "sparse") the "sparse" variant runs in this state.
 
-        ``n_threads``: the threads of the sweep (its default switch depends on them).
+        ``density``: the rows' (:func:`_row_density`); ``moves``: the expected share of
+        tokens the sweep moves (:func:`_move_share`); ``n_threads``: the sweep's threads.
         """
-        above = (self.dense_above if self.dense_above is not None
-                 else DENSE_ABOVE if n_threads <= 1 else DENSE_ABOVE_THREADS)
-        return "dense" if density >= above else "sparse"
+        if self.dense_above is not None:
+            return "dense" if density >= self.dense_above else "sparse"
+        if n_threads > 1 and density >= DENSE_ABOVE_THREADS:
+            return "dense"
+        return "dense" if density * moves >= SPARSE_BELOW else "sparse"
 
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
               pool: Executor | None = None, n_threads: int = 1) -> SweepResult:
@@ -700,22 +764,31 @@ class CGSSampler(Sampler):
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
             WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG)
 
-    def _kernel(self, tokens, n_wk, occ=None, n_threads: int = 1) -> str:
+    def _kernel(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, occ=None,
+                n_threads: int = 1) -> str:
         """Return the kernel of this sweep: "plain", "dense" or "sparse".
 
-        ``occ``: each row's tokens, where the caller counted them already.
+        ``occ``: each row's tokens, where the caller counted them already. The moves are
+        estimated only where the density alone does not decide.
         """
         if self.variant != "sparse":
             return self.variant
         density = (_row_density(tokens, n_wk, _DENSITY_ENTRIES) if occ is None
                    else _row_density_of(occ, n_wk, _DENSITY_ENTRIES))
-        choice = self.kernel_for(density, n_threads)
-        logger.debug("cgs sweep: row density %.3f, %s kernel", density, choice)
+        moves = 1.0  # (where the density decides alone, as for the rule of a dense_above)
+        if (self.dense_above is None and density >= SPARSE_BELOW
+                and not (n_threads > 1 and density >= DENSE_ABOVE_THREADS)):
+            moves = _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
+                                _DENSITY_ENTRIES)
+        choice = self.kernel_for(density, moves, n_threads)
+        logger.debug("cgs sweep: row density %.3f, moves %.3f, %s kernel", density, moves,
+                     choice)
         return choice
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         kernel = {"plain": _cgs_plain_sweep, "dense": _cgs_dense_sweep,
-                  "sparse": _cgs_sparse_sweep}[self._kernel(tokens, n_wk)]
+                  "sparse": _cgs_sparse_sweep}[self._kernel(tokens, doc_ptr, z, n_wk, n_k,
+                                                            alpha, beta, n_words)]
         kernel(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
         return None
 
@@ -723,7 +796,8 @@ class CGSSampler(Sampler):
                          state):
         """Sweep on the threads of ``part`` (a :class:`Partition`) with this sweep's kernel."""
         dcut, wcut = part.dcut, part.wcut
-        if self._kernel(tokens, n_wk, part.n_w, part.threads) == "dense":
+        if self._kernel(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, part.n_w,
+                        part.threads) == "dense":
             n_topics = n_k.shape[0]
             if (doc_ptr.shape[0] - 1) * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens):
                 # each document range's tokens by word range (kept with the layout) and its

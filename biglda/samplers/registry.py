@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from biglda.errors import ConfigError
 from biglda.samplers.base import Sampler
-from biglda.samplers.cgs_cpu import DENSE_ABOVE, DENSE_ABOVE_THREADS, CGSSampler
+from biglda.samplers.cgs_cpu import DENSE_ABOVE_THREADS, SPARSE_BELOW, CGSSampler
 from biglda.samplers.lightlda_cpu import LightLDASampler
 from biglda.samplers.warplda_cpu import WarpLDASampler
 
@@ -157,9 +157,11 @@ register_sampler("cgs", "cpu", CGSSampler, params={
                                            "dense O(K) kernel) or 'plain' (O(K) reference)"),
     "dense_above": SamplerParam(float, None, "for 'sparse': the word-row density (share of "
                                              "non-zero topics, token-weighted) from which a "
-                                             f"sweep runs the dense kernel (default "
-                                             f"{DENSE_ABOVE} on one thread, "
-                                             f"{DENSE_ABOVE_THREADS} on several)"),
+                                             "sweep runs the dense kernel (default: the "
+                                             "measured rule, SparseLDA where density x "
+                                             "expected share of moving tokens < "
+                                             f"{SPARSE_BELOW}, on several threads also "
+                                             f"density < {DENSE_ABOVE_THREADS})"),
 })
 register_sampler("lightlda", "cpu", LightLDASampler, params={
     "mh_steps": SamplerParam(int, 2, "Metropolis-Hastings rounds per token (default 2)"),

@@ -1,6 +1,6 @@
 """cgs's kernels beyond the tiny-corpus posterior tests: the full conditional at K > 16 (the
-dense kernel's lanes, blocks and padding), the row-density measure and the per-sweep switch
-between SparseLDA and the dense kernel."""
+dense kernel's lanes, blocks and padding), the row-density and expected-moves measures and
+the per-sweep switch between SparseLDA and the dense kernel."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import chisquare
 
 from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
-from biglda.samplers.cgs_cpu import DENSE_ABOVE, DENSE_ABOVE_THREADS, _row_density
+from biglda.samplers.cgs_cpu import DENSE_ABOVE_THREADS, SPARSE_BELOW, _move_share, _row_density
 
 _VARIANTS = [{"variant": "plain"}, {"dense_above": 2.0}, {"variant": "dense"}]
 
@@ -85,6 +85,70 @@ def test_row_density_is_the_token_weighted_share_of_non_zero_topics():
     assert _row_density(tokens[:0], n_wk, 10**6) == 0.0
 
 
+def _move_share_oracle(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, docs):
+    """1 - mean p(own topic | rest) over the tokens of ``docs``, each conditional enumerated."""
+    stay = []
+    for d in docs:
+        zd = z[doc_ptr[d]:doc_ptr[d + 1]]
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            s = z[i]
+            n_dk = np.bincount(zd, minlength=len(n_k)).astype(np.float64)
+            wk = n_wk[tokens[i]].astype(np.float64)
+            nk = n_k.astype(np.float64)
+            n_dk[s] -= 1
+            wk[s] -= 1
+            nk[s] -= 1
+            p = (n_dk + alpha) * (wk + beta) / (nk + n_words * beta)
+            stay.append(p[s] / p.sum())
+    return 1.0 - float(np.mean(stay))
+
+
+@pytest.mark.parametrize("start", ["random", "sorted"])
+def test_move_share_is_the_mean_chance_that_a_token_leaves_its_topic(start):
+    rng = np.random.default_rng(2)
+    n_words, n_topics = 25, 13
+    tokens, doc_ptr = _random_docs(rng, 40, (3, 30), n_words)
+    z = (init_z(len(tokens), n_topics, RandomKey(1, -1)) if start == "random"
+         else (tokens % n_topics).astype(np.uint16))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    n_k = n_k + 500  # words of other shards
+    alpha = rng.uniform(0.05, 0.5, n_topics)
+    args = (tokens, doc_ptr, z, n_wk, n_k, alpha, 0.05, 60.0)
+    got = _move_share(*args, 10**6)
+    assert got == pytest.approx(_move_share_oracle(*args, range(40)), rel=1e-9)
+    # bounded work: every stride-th document, stride = 1 + N K // max_terms
+    stride = 1 + (len(tokens) * n_topics) // 2000
+    assert stride > 1
+    assert _move_share(*args, 2000) == pytest.approx(
+        _move_share_oracle(*args, range(0, 40, stride)), rel=1e-9)
+    assert (got > 0.8) if start == "random" else (got < 0.5)
+
+
+def test_a_sweep_moves_about_the_share_the_switch_expects():
+    # The switch's estimate is what a sweep from the state then does, after 3 sweeps and
+    # after 15 (200 documents of 50 words from 10 topics' vocabularies). (From the random
+    # start the estimate is above what a sweep does: the counts sharpen as the sweep goes.)
+    rng = np.random.default_rng(5)
+    n_words, n_topics, n_docs = 300, 10, 200
+    doc_topic = rng.integers(0, n_topics, n_docs)
+    tokens = np.concatenate([(doc_topic[d] * 30 + rng.integers(0, 30, 50)) % n_words
+                             for d in range(n_docs)]).astype(np.int32)
+    doc_ptr = np.arange(0, 50 * n_docs + 1, 50, dtype=np.int64)
+    z = init_z(len(tokens), n_topics, RandomKey(6, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    alpha = np.full(n_topics, 0.1)
+    sampler = get_sampler("cgs", variant="dense")
+    for it in range(16):
+        if it in (3, 15):
+            want = _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, 0.01, float(n_words),
+                               10**7)
+            before = z.copy()
+        sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, 0.01, n_words, RandomKey(6, it))
+        if it in (3, 15):
+            assert np.mean(before != z) == pytest.approx(want, abs=0.03)
+    assert want < 0.5  # (the state after 15 sweeps has settled)
+
+
 def _random_docs(rng, n_docs, lengths, n_words):
     """``(tokens, doc_ptr)``: ``n_docs`` documents of uniform words, lengths in ``[lo, hi)``."""
     doc_ptr = np.concatenate([[0], np.cumsum(rng.integers(*lengths, n_docs))]).astype(np.int64)
@@ -102,7 +166,9 @@ def test_switch_runs_the_kernel_its_rule_names():
     for z_start, want in ((dense_z, "dense"), (sparse_z, "sparse")):
         n_wk, n_k = count_from_z(tokens, doc_ptr, z_start, n_words, n_topics)
         density = _row_density(tokens, n_wk, 10**6)
-        assert default.kernel_for(density) == want
+        moves = _move_share(tokens, doc_ptr, z_start, n_wk, n_k, np.full(n_topics, 0.1), 0.05,
+                            float(n_words), 10**6)
+        assert default.kernel_for(density, moves) == want
         runs = {}
         for name, params in (("default", {}), ("dense", {"variant": "dense"}),
                              ("sparse", {"dense_above": 2.0})):
@@ -115,28 +181,45 @@ def test_switch_runs_the_kernel_its_rule_names():
         np.testing.assert_array_equal(runs["default"], runs[want])
 
 
-def test_switch_threshold_is_inclusive():
+def test_switch_thresholds_are_inclusive():
     s = get_sampler("cgs", dense_above=0.4)
     assert s.kernel_for(0.4) == "dense"
     assert s.kernel_for(np.nextafter(0.4, 0.0)) == "sparse"
+    # a given dense_above is the rule on any threads, whatever the moves
+    assert s.kernel_for(0.3, 0.0, n_threads=4) == "sparse"
+    assert s.kernel_for(0.4, 0.0) == "dense"
     assert get_sampler("cgs", dense_above=0.0).kernel_for(0.0) == "dense"
     assert get_sampler("cgs", dense_above=2.0).kernel_for(1.0) == "sparse"
-    assert 0.0 < DENSE_ABOVE_THREADS < DENSE_ABOVE < 1.0
+    # the default: density x moves against SPARSE_BELOW; on several threads also the density
+    default = get_sampler("cgs")
+    assert default.kernel_for(SPARSE_BELOW / 0.5, 0.5) == "dense"
+    assert default.kernel_for(np.nextafter(SPARSE_BELOW / 0.5, 0.0), 0.5) == "sparse"
+    assert default.kernel_for(DENSE_ABOVE_THREADS, 0.01, n_threads=2) == "dense"
+    assert default.kernel_for(np.nextafter(DENSE_ABOVE_THREADS, 0.0), 0.01,
+                              n_threads=2) == "sparse"
+    assert 0.0 < SPARSE_BELOW < DENSE_ABOVE_THREADS < 1.0
 
 
 def test_on_several_threads_the_default_switch_stays_dense_longer():
-    # Between DENSE_ABOVE_THREADS and DENSE_ABOVE the default runs SparseLDA on one thread
-    # and the dense kernel on several (each word's tokens spread over 3 of 20 topics: a
-    # density of 0.15); the chains are those of the kernel forced.
+    # A settled state (each document's tokens in its topic, each word in 2 of 20 topics: a
+    # density of 0.1, and few tokens would move) runs SparseLDA on one thread and the dense
+    # kernel on several; the chains are those of the kernel forced.
     from concurrent.futures import ThreadPoolExecutor
 
     rng = np.random.default_rng(3)
-    n_words, n_topics = 40, 20
-    tokens, doc_ptr = _random_docs(rng, 80, (20, 60), n_words)
-    z0 = ((tokens * 7 + rng.integers(0, 3, len(tokens))) % n_topics).astype(np.uint16)
+    n_words, n_topics, n_docs = 40, 20, 80
+    doc_topic = rng.integers(0, n_topics, n_docs)
+    # the words of topic t: w % 20 in {t, t + 10 mod 20}
+    tokens = np.concatenate([
+        (doc_topic[d] + 10 * rng.integers(0, 2, 30) + 20 * rng.integers(0, 2, 30)) % n_words
+        for d in range(n_docs)]).astype(np.int32)
+    doc_ptr = np.arange(0, 30 * n_docs + 1, 30, dtype=np.int64)
+    z0 = np.repeat(doc_topic, 30).astype(np.uint16)
     n_wk, n_k = count_from_z(tokens, doc_ptr, z0, n_words, n_topics)
     density = _row_density(tokens, n_wk, 10**6)
-    assert DENSE_ABOVE_THREADS <= density < DENSE_ABOVE
+    moves = _move_share(tokens, doc_ptr, z0, n_wk, n_k, np.full(n_topics, 0.1), 0.05,
+                        float(n_words), 10**6)
+    assert density >= DENSE_ABOVE_THREADS and density * moves < SPARSE_BELOW
     with ThreadPoolExecutor(1) as pool:
         for n_threads, forced in ((1, 2.0), (2, 0.0)):
             runs = []
@@ -147,3 +230,34 @@ def test_on_several_threads_the_default_switch_stays_dense_longer():
                                                    n_threads=n_threads)
                 runs.append(z)
             np.testing.assert_array_equal(runs[0], runs[1])
+
+
+def test_the_switch_reads_only_the_state_so_a_fresh_sampler_continues_a_chain():
+    # A resumed run builds new samplers: the kernel of each sweep, and so the chain, must
+    # not depend on the sweeps the sampler ran before. 10 sweeps from a random start cross
+    # from the dense kernel to SparseLDA (checked), by one sampler and by a new one a sweep.
+    rng = np.random.default_rng(7)
+    n_words, n_topics, n_docs = 60, 8, 120
+    doc_topic = rng.integers(0, n_topics, n_docs)
+    tokens = np.concatenate([(doc_topic[d] * 7 + rng.integers(0, 8, 40)) % n_words
+                             for d in range(n_docs)]).astype(np.int32)
+    doc_ptr = np.arange(0, 40 * n_docs + 1, 40, dtype=np.int64)
+    alpha = np.full(n_topics, 0.1)
+    chains, kernels = [], []
+    for fresh in (False, True):
+        z = init_z(len(tokens), n_topics, RandomKey(8, -1))
+        n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+        sampler = get_sampler("cgs")
+        picked = []
+        for it in range(10):
+            if fresh:
+                sampler = get_sampler("cgs")
+            picked.append(sampler._kernel(tokens, doc_ptr, z, n_wk, n_k, alpha, 0.01,
+                                          float(n_words)))
+            sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, 0.01, n_words,
+                          RandomKey(8, it))
+        chains.append(z)
+        kernels.append(picked)
+    assert kernels[0] == kernels[1]
+    assert kernels[0][0] == "dense" and kernels[0][-1] == "sparse"
+    np.testing.assert_array_equal(chains[0], chains[1])
