@@ -13,10 +13,14 @@ The design instead is:
   chunk. Reads of a shared chunk are harmless: the corpus is immutable after ingest.
 * balance comes first, though (with BSP every clock waits for the slowest shard):
   a boundary moves to the chunk boundary nearest its balanced position only when
-  that is within ``tolerance`` (default 5%) of a shard's ideal token count;
-  otherwise it is the document boundary nearest to the balanced position. Corpora
-  with >= 10 chunks per shard are therefore fully chunk-aligned; small corpora
-  (one chunk, like the demo) are simply balanced.
+  that is within ``tolerance`` (default :data:`TOLERANCE`, 0.5%) of a shard's ideal
+  token count; otherwise it is the document boundary nearest to the balanced
+  position. Corpora with >= 100 chunks per shard are therefore fully chunk-aligned;
+  smaller ones (the demo, the benchmarks' corpora of 2-10 chunks) are balanced. The
+  default was 5% until the ninth session: two shards of synth4m (two 2 M-token
+  chunks) were then 2.10 M and 1.91 M tokens, and synth20m's 10.49 M and 9.52 M, so
+  a 2-process BSP clock waited ~5% for the bigger one every clock, to save each
+  shard reading part of one more chunk once, at load.
 * nothing ever writes into ``tokens``. Per-token training state (the topic
   assignments ``z``) is checkpointed **per shard** (one array per shard, chunked on
   its own), so no two writers ever share a chunk, whatever the boundaries.
@@ -65,6 +69,10 @@ class Shard:
         return self.token_stop - self.token_start
 
 
+#: How far (a share of a shard's ideal tokens) a boundary may move to meet a chunk boundary.
+TOLERANCE = 0.005
+
+
 def _nearest_boundary(doc_ptr: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Index of the document boundary nearest to each target token offset."""
     n_docs = len(doc_ptr) - 1
@@ -74,7 +82,7 @@ def _nearest_boundary(doc_ptr: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 
 def plan_shard_bounds(doc_ptr: np.ndarray, n_shards: int, chunk_tokens: int,
-                      tolerance: float = 0.05) -> np.ndarray:
+                      tolerance: float = TOLERANCE) -> np.ndarray:
     """Document indices where shards start, plus ``n_docs`` at the end (see module doc).
 
     Returns int64 ``[n + 1]`` strictly increasing from 0 to ``n_docs``, with

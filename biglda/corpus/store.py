@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from biglda.corpus.shards import Shard, plan_shard_bounds
+from biglda.corpus.shards import TOLERANCE, Shard, plan_shard_bounds
 from biglda.errors import FormatError
 from biglda.io import split_url
 
@@ -211,7 +211,7 @@ class Corpus:
         return [str(w) for w in self.vocab[self.doc(i)]]
 
     # ---------------------------------------------------------------- shards
-    def plan_shards(self, n_shards: int, tolerance: float = 0.05) -> list[Shard]:
+    def plan_shards(self, n_shards: int, tolerance: float = TOLERANCE) -> list[Shard]:
         """Split the documents into at most ``n_shards`` contiguous shards of about equal tokens.
 
         Boundaries fall at the document boundaries nearest to chunk boundaries of

@@ -18,6 +18,7 @@ from biglda.corpus import (
     plan_shard_bounds,
     write_corpus,
 )
+from biglda.corpus.shards import TOLERANCE
 from biglda.errors import FormatError, OutputExistsError
 
 
@@ -133,7 +134,7 @@ def test_writer_checks_sizes(memory_url):
 # ------------------------------------------------------------------------- shard planning
 
 
-def _check_shards(shards, doc_ptr, n_shards, chunk, tolerance=0.05):
+def _check_shards(shards, doc_ptr, n_shards, chunk, tolerance=TOLERANCE):
     n_docs, n_tokens = len(doc_ptr) - 1, int(doc_ptr[-1])
     assert 1 <= len(shards) <= n_shards
     assert [s.index for s in shards] == list(range(len(shards)))
@@ -173,10 +174,10 @@ def test_plan_shards_invariants(n_shards, chunk):
 
 
 def test_plan_shards_aligns_when_chunks_are_small():
-    """>= 10 chunks per shard: every boundary is the document boundary nearest a chunk boundary."""
+    """>= 100 chunks per shard: every boundary is the document boundary nearest a chunk boundary."""
     rng = np.random.default_rng(11)
     _, doc_ptr = _random_corpus(rng, 5000, 10, 40)
-    chunk = 1000  # ~200 chunks, 4 shards: 50 chunks a shard
+    chunk = 100  # ~1,250 chunks, 4 shards: ~310 chunks a shard
     bounds = plan_shard_bounds(doc_ptr, 4, chunk)
     for b in bounds[1:-1]:
         nearest_chunk = round(doc_ptr[b] / chunk) * chunk
