@@ -53,7 +53,7 @@ def main(argv=None) -> int:
                 density = m._row_density(tokens, n_wk, m._DENSITY_ENTRIES)
                 t0 = time.perf_counter()
                 moves = m._move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta,
-                                      float(n_words), m._DENSITY_ENTRIES)
+                                      float(n_words), m._MOVE_TERMS)
                 t_moves = time.perf_counter() - t0
                 cpu = {"sparse": [], "dense": []}
                 for _ in range(3):

@@ -325,6 +325,7 @@ def cgs_start(args) -> int:
     """
     from biglda.samplers.cgs_cpu import (
         _DENSITY_ENTRIES,
+        _MOVE_TERMS,
         _cgs_dense_sweep,
         _cgs_sparse_sweep,
         _move_share,
@@ -354,7 +355,7 @@ def cgs_start(args) -> int:
             density = _row_density(tokens, n_wk, _DENSITY_ENTRIES)
             t_density = time.thread_time() - t
             moves = _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, args.beta,
-                                float(n_words), _DENSITY_ENTRIES)
+                                float(n_words), _MOVE_TERMS)
             rates = []
             for kernel in (_cgs_sparse_sweep, _cgs_dense_sweep):
                 zz, ww, kk = z.copy(), n_wk.copy(), n_k.copy()

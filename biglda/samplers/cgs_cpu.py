@@ -81,9 +81,11 @@ SPARSE_BELOW = 0.05
 # down to 0.109: 20%); at K = 1000 (Debian) it led at 0.194 and trailed at 0.086
 # (pipelines/README.md, "Seventh session").
 DENSE_ABOVE_THREADS = 0.1
-# At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian),
-# and this many terms of the conditional evaluated to estimate the moves (3-5 ms).
+# At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian).
 _DENSITY_ENTRIES = 1 << 22
+# About this many terms of the conditional are evaluated to estimate the moves: ~1 ms, within
+# 0.03 of the estimate from 4x as many (3-4 ms; Debian and synth4m, K = 100 and 1000).
+_MOVE_TERMS = 1 << 20
 # A sweep on several threads cuts the vocabulary into ranges of equal n_w ** this (equal
 # tokens; n_w ** 0.8, lightlda's weight, was slower for cgs: pipelines/bench_partition.py).
 WORD_COST_POWER = 1.0
@@ -343,7 +345,8 @@ def _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, max_terms):
     One minus the mean, over the tokens of every ``stride``-th document, of the probability
     of a token's own topic under its full conditional (its counts without it); ``stride``
     keeps the terms evaluated (K a token) to ~``max_terms``. Deterministic. A sweep's
-    realized share follows it closely (0.508 against 0.509 on Debian at K = 100, sweep 10).
+    realized share follows it closely (Debian, K = 100, sweep 10: 0.508 moved, estimated
+    0.508 from 4 M terms, 0.498 from 1 M).
     """
     n_docs = doc_ptr.shape[0] - 1
     n_topics = n_k.shape[0]
@@ -779,7 +782,7 @@ class CGSSampler(Sampler):
         if (self.dense_above is None and density >= SPARSE_BELOW
                 and not (n_threads > 1 and density >= DENSE_ABOVE_THREADS)):
             moves = _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
-                                _DENSITY_ENTRIES)
+                                _MOVE_TERMS)
         choice = self.kernel_for(density, moves, n_threads)
         logger.debug("cgs sweep: row density %.3f, moves %.3f, %s kernel", density, moves,
                      choice)
