@@ -692,8 +692,8 @@ class CGSSampler(Sampler):
     ----------
     variant : {"sparse", "dense", "plain"}
         "sparse" (default): SparseLDA, with the dense kernel for the sweeps whose word rows
-        are dense (``dense_above``); "dense" the dense kernel every sweep; "plain" the O(K)
-        reference.
+        are dense or whose tokens mostly still move (:meth:`kernel_for`); "dense" the dense
+        kernel every sweep; "plain" the O(K) reference.
     dense_above : float or None
         For "sparse": a sweep runs the dense kernel when the token-weighted fraction of
         non-zero topics in the word rows is at least this (0 always, above 1 never), on any

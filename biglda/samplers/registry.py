@@ -153,8 +153,9 @@ def get_sampler(algorithm: str, backend: str = "cpu", **params) -> Sampler:
 
 register_sampler("cgs", "cpu", CGSSampler, params={
     "variant": SamplerParam(str, "sparse", "'sparse' (SparseLDA buckets, the dense kernel while "
-                                           "the word rows are dense; default), 'dense' (the "
-                                           "dense O(K) kernel) or 'plain' (O(K) reference)"),
+                                           "the word rows are dense or most tokens still move; "
+                                           "default), 'dense' (the dense O(K) kernel) or "
+                                           "'plain' (O(K) reference)"),
     "dense_above": SamplerParam(float, None, "for 'sparse': the word-row density (share of "
                                              "non-zero topics, token-weighted) from which a "
                                              "sweep runs the dense kernel (default: the "
