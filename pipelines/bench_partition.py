@@ -17,6 +17,10 @@ row entries a token the partitioned sweeps still snapshot for their delta (0: th
 the moved tokens instead). ``--ranges-per-thread`` and ``--lag`` set the partition's R
 (``RANGES_PER_THREAD`` x T) and how far behind a part's ``n_k`` may be (its ``N_K_LAG``; for
 lightlda also the ``_KEPT`` forms, which it takes where it keeps its documents' counts).
+``--serial`` runs every part of a T-thread sweep on the calling thread, one after another
+(a synchronous executor): the same work as on T threads without their contention for
+memory bandwidth. All the parts' data then passes through one core's caches, where T cores
+would each keep their own ranges' in their own: at large T it overstates the cache misses.
 """
 
 from __future__ import annotations
@@ -24,9 +28,21 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 import numpy as np
+
+
+class _Serial(Executor):
+    """Run each submitted call at once, on the calling thread (``--serial``)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # (the sweep re-raises it from the future)
+            fut.set_exception(exc)
+        return fut
 
 
 def main(argv=None) -> int:
@@ -43,6 +59,8 @@ def main(argv=None) -> int:
                     help="the sampler's RANGES_PER_THREAD (R = that x the threads)")
     ap.add_argument("--lag", type=int, help="the sampler's N_K_LAG: how many steps a part's n_k "
                     "may be behind (1: every step waits for the one before)")
+    ap.add_argument("--serial", action="store_true",
+                    help="run a sweep's parts one after another on one thread")
     ap.add_argument("--snapshot-entries", type=float,
                     help="SNAPSHOT_ENTRIES_PER_TOKEN: 0 makes the sweeps record moves")
     args = ap.parse_args(argv)
@@ -85,10 +103,11 @@ def main(argv=None) -> int:
     doc_ptr = np.asarray(corpus.doc_ptr, np.int64)
     n_words, k = int(corpus.n_words), args.topics
     print(f"{args.corpus}: {len(tokens):,} tokens, V = {n_words}, K = {k}, {args.sampler}"
-          + (f", WORD_COST_POWER {args.word_cost_power}" if args.word_cost_power else ""))
+          + (f", WORD_COST_POWER {args.word_cost_power}" if args.word_cost_power else "")
+          + (", parts run serially on one thread" if args.serial else ""))
     print("| threads | s per sweep | CPU µs/token | doc LL/token |\n|---|---|---|---|")
     n_max = max(int(t) for t in args.threads.split(","))
-    with ThreadPoolExecutor(max(1, n_max - 1)) as pool:
+    with (_Serial() if args.serial else ThreadPoolExecutor(max(1, n_max - 1))) as pool:
         for n_threads in (int(t) for t in args.threads.split(",")):
             z = init_z(len(tokens), k, RandomKey(0, -1))
             n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
