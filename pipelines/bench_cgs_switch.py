@@ -23,9 +23,23 @@ import time
 import numpy as np
 
 
+def _case(text: str) -> tuple[str, int, list[int]]:
+    """``CORPUS:K:SWEEPS`` -> (corpus, K, sorted sweeps); a clear error otherwise."""
+    try:
+        url, k, at = text.rsplit(":", 2)
+        sweeps = sorted(int(s) for s in at.split(","))
+        if int(k) < 2 or not sweeps or sweeps[0] < 0:
+            raise ValueError
+        return url, int(k), sweeps
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected CORPUS:K:SWEEPS, e.g. runs/synth4m.zarr:100:2,10,20") from None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--case", action="append", required=True, metavar="CORPUS:K:SWEEPS")
+    ap.add_argument("--case", action="append", required=True, metavar="CORPUS:K:SWEEPS",
+                    type=_case)
     ap.add_argument("--old-threshold", type=float, default=0.2)
     args = ap.parse_args(argv)
 
@@ -37,9 +51,7 @@ def main(argv=None) -> int:
     print("| corpus | K | sweep | density | moves (est., ms) | moved | density x moves | "
           "SparseLDA µs/token | dense µs/token | faster | default picks |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for case in args.case:
-        url, k, at = case.rsplit(":", 2)
-        n_topics, sweeps = int(k), sorted(int(s) for s in at.split(","))
+    for url, n_topics, sweeps in args.case:
         corpus = Corpus.open(url)
         tokens = np.ascontiguousarray(corpus.read_tokens(0, corpus.n_tokens), np.int32)
         doc_ptr = np.asarray(corpus.doc_ptr, np.int64)

@@ -128,12 +128,8 @@ def test_a_sweep_moves_about_the_share_the_switch_expects():
     # The switch's estimate is what a sweep from the state then does, after 3 sweeps and
     # after 15 (200 documents of 50 words from 10 topics' vocabularies). (From the random
     # start the estimate is above what a sweep does: the counts sharpen as the sweep goes.)
-    rng = np.random.default_rng(5)
-    n_words, n_topics, n_docs = 300, 10, 200
-    doc_topic = rng.integers(0, n_topics, n_docs)
-    tokens = np.concatenate([(doc_topic[d] * 30 + rng.integers(0, 30, 50)) % n_words
-                             for d in range(n_docs)]).astype(np.int32)
-    doc_ptr = np.arange(0, 50 * n_docs + 1, 50, dtype=np.int64)
+    n_words, n_topics = 300, 10
+    tokens, doc_ptr = _topic_docs(np.random.default_rng(5), 200, 50, n_topics, n_words, 30)
     z = init_z(len(tokens), n_topics, RandomKey(6, -1))
     n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
     alpha = np.full(n_topics, 0.1)
@@ -147,6 +143,18 @@ def test_a_sweep_moves_about_the_share_the_switch_expects():
         if it in (3, 15):
             assert np.mean(before != z) == pytest.approx(want, abs=0.03)
     assert want < 0.5  # (the state after 15 sweeps has settled)
+
+
+def _topic_docs(rng, n_docs, length, n_topics, n_words, step, spread=None):
+    """``(tokens, doc_ptr)``: documents of ``length`` words, each drawn from its topic's.
+
+    Document d has a topic t_d; its words are ``t_d * step + U[0, spread)`` mod V
+    (``spread`` defaults to ``step``).
+    """
+    doc_topic = rng.integers(0, n_topics, n_docs)
+    tokens = np.concatenate([(doc_topic[d] * step + rng.integers(0, spread or step, length))
+                             % n_words for d in range(n_docs)]).astype(np.int32)
+    return tokens, np.arange(0, length * n_docs + 1, length, dtype=np.int64)
 
 
 def _random_docs(rng, n_docs, lengths, n_words):
@@ -236,12 +244,9 @@ def test_the_switch_reads_only_the_state_so_a_fresh_sampler_continues_a_chain():
     # A resumed run builds new samplers: the kernel of each sweep, and so the chain, must
     # not depend on the sweeps the sampler ran before. 10 sweeps from a random start cross
     # from the dense kernel to SparseLDA (checked), by one sampler and by a new one a sweep.
-    rng = np.random.default_rng(7)
-    n_words, n_topics, n_docs = 60, 8, 120
-    doc_topic = rng.integers(0, n_topics, n_docs)
-    tokens = np.concatenate([(doc_topic[d] * 7 + rng.integers(0, 8, 40)) % n_words
-                             for d in range(n_docs)]).astype(np.int32)
-    doc_ptr = np.arange(0, 40 * n_docs + 1, 40, dtype=np.int64)
+    n_words, n_topics = 60, 8
+    tokens, doc_ptr = _topic_docs(np.random.default_rng(7), 120, 40, n_topics, n_words, 7,
+                                  spread=8)
     alpha = np.full(n_topics, 0.1)
     chains, kernels = [], []
     for fresh in (False, True):
