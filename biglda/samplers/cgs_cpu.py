@@ -55,7 +55,7 @@ import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _note, _range_lists
+from biglda.samplers._kernels import _range_lists, _room
 from biglda.samplers.base import Sampler, SweepResult
 from biglda.samplers.partition import Layouts, partitioned_sweep
 from biglda.samplers.rng import _next_float
@@ -197,7 +197,7 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
     tree = np.empty(_LANES // 2, dtype=np.float64)
     kept = doc_counts.shape[0] > 0
     n_dk = np.zeros(n_topics, dtype=np.int32)
-    moved = np.empty(1024 if record else 0, dtype=np.int64)
+    moved = np.empty(0, dtype=np.int64)  # (room made a document at a time)
     n_moved = 0
     j_doc = 0  # with kept counts: the document's first token in idx
     for d in range(d_lo, d_hi):
@@ -222,6 +222,8 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
                 qc[t] = (alpha[t] + n_dk[t]) * coef[t]
             run_lo = lo
             run_hi = hi
+        if record:
+            moved = _room(moved, n_moved, run_hi - run_lo)
         for jj in range(run_lo, run_hi):
             i = idx[jj] if kept else jj
             w = tokens[i]
@@ -265,7 +267,8 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
                 t += _LANES
             z[i] = t
             if record and t != s:
-                moved, n_moved = _note(moved, n_moved, i)
+                moved[n_moved] = i
+                n_moved += 1
             n_dk[t] += 1
             n_k[t] += 1
             n_wk[w, t] += 1
@@ -474,7 +477,7 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
     n_topics = n_k.shape[0]
     v_beta = n_words * beta
     mask = (np.int64(1) << bits) - 1
-    moved = np.empty(1024 if record else 0, dtype=np.int64)
+    moved = np.empty(0, dtype=np.int64)  # (room made a document at a time)
     n_moved = 0
 
     coef = np.empty(n_topics, dtype=np.float64)  # 1 / (n_k + V beta)
@@ -513,6 +516,8 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
             t = d_topics[j]
             r_mass += beta * n_dk[t] * coef[t]
             qc[t] = (alpha[t] + n_dk[t]) * coef[t]
+        if record:
+            moved = _room(moved, n_moved, hi - lo)
 
         for i in range(lo, hi):
             w = tokens[i]
@@ -674,7 +679,8 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
             qc[t] = (alpha[t] + n_dk[t]) * coef[t]
             z[i] = t
             if record and t != s:
-                moved, n_moved = _note(moved, n_moved, i)
+                moved[n_moved] = i
+                n_moved += 1
 
         # leave the scratch rows as they were: zero counts, alpha-only coefficients
         for j in range(n_d):

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _build_alias, _note, _range_lists, _sample_alias
+from biglda.samplers._kernels import _build_alias, _range_lists, _room, _sample_alias
 from biglda.samplers.base import Sampler, SweepResult
 from biglda.samplers.partition import Layouts, partitioned_sweep
 from biglda.samplers.rng import _next_float, _next_int
@@ -350,7 +350,7 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
     who_d = np.empty(cap, dtype=np.int64)  # word order -> the document's row in n_dk
     n_accept = 0
     n_propose = 0
-    moved = np.empty(1024 if record else 0, dtype=np.int64)
+    moved = np.empty(0, dtype=np.int64)  # (room made a block at a time)
     n_moved = 0
     first = d_lo + ((d_lo + half) & 1)  # the first document of this half in the range
     d0 = first
@@ -394,6 +394,8 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
                         own_d[n_own] = dl
                         n_own += 1
                     n_dk[dl, z[i]] += 1
+        if record:
+            moved = _room(moved, n_moved, n_own)
         # grouped by word (a stable counting sort)
         bw_ptr[:] = 0
         for j in range(n_own):
@@ -493,7 +495,8 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
                         n_accept += 1
                 z[i] = s
                 if record and s != s0:
-                    moved, n_moved = _note(moved, n_moved, i)
+                    moved[n_moved] = i
+                    n_moved += 1
                 n_dk[dl, s] += 1
                 n_wk[w, s] += 1
                 n_k[s] += 1

@@ -238,3 +238,16 @@ def test_the_layout_is_kept_between_sweeps_and_made_anew_when_the_tokens_change(
                 np.testing.assert_array_equal(a, b)
             (now,) = kept._layouts._items.values()
             assert (now is first) != change
+
+
+def test_room_keeps_the_listed_tokens_and_grows_only_when_needed():
+    # the kernels make room a document (or block) at a time, then write without checks
+    from biglda.samplers._kernels import _room
+
+    moved = _room(np.empty(0, dtype=np.int64), 0, 3)
+    assert moved.shape[0] >= 3
+    moved[:3] = [7, 8, 9]
+    assert _room(moved, 3, moved.shape[0] - 3) is moved  # (room enough: the same array)
+    grown = _room(moved, 3, moved.shape[0])
+    assert grown.shape[0] >= 3 + moved.shape[0] and grown.shape[0] >= 2 * moved.shape[0]
+    np.testing.assert_array_equal(grown[:3], [7, 8, 9])
