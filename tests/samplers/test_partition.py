@@ -247,7 +247,8 @@ def test_room_keeps_the_listed_tokens_and_grows_only_when_needed():
     moved = _room(np.empty(0, dtype=np.int64), 0, 3)
     assert moved.shape[0] >= 3
     moved[:3] = [7, 8, 9]
-    assert _room(moved, 3, moved.shape[0] - 3) is moved  # (room enough: the same array)
+    same = _room(moved, 3, moved.shape[0] - 3)  # room enough: the same buffer
+    assert same.ctypes.data == moved.ctypes.data and same.shape == moved.shape
     grown = _room(moved, 3, moved.shape[0])
     assert grown.shape[0] >= 3 + moved.shape[0] and grown.shape[0] >= 2 * moved.shape[0]
     np.testing.assert_array_equal(grown[:3], [7, 8, 9])
