@@ -784,12 +784,12 @@ class CGSSampler(Sampler):
             return self.variant
         density = (_row_density(tokens, n_wk, _DENSITY_ENTRIES) if occ is None
                    else _row_density_of(occ, n_wk, _DENSITY_ENTRIES))
-        moves = 1.0  # (where the density decides alone, as for the rule of a dense_above)
-        if (self.dense_above is None and density >= SPARSE_BELOW
-                and not (n_threads > 1 and density >= DENSE_ABOVE_THREADS)):
+        moves = 1.0  # (logged as such where the density decides alone)
+        choice = self.kernel_for(density, moves, n_threads)
+        if choice != self.kernel_for(density, 0.0, n_threads):  # the moves decide
             moves = _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
                                 _MOVE_TERMS)
-        choice = self.kernel_for(density, moves, n_threads)
+            choice = self.kernel_for(density, moves, n_threads)
         logger.debug("cgs sweep: row density %.3f, moves %.3f, %s kernel", density, moves,
                      choice)
         return choice

@@ -566,7 +566,7 @@ class LightLDASampler(Sampler):
         return partitioned_sweep(
             lambda part, a, state: _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, a,
                                                       float(beta), float(n_words), state,
-                                                      self.mh_steps),
+                                                      self.mh_steps, kept),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
             WORD_COST_POWER, RANGES_PER_THREAD_KEPT if kept else RANGES_PER_THREAD,
             self._layouts, N_K_LAG_KEPT if kept else N_K_LAG)
@@ -602,15 +602,18 @@ def _half_words(part, tokens, doc_ptr, z, half, n_topics,
 
 
 def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state,
-                       mh_steps):
-    """Sweep both halves on the threads of ``part`` (a :class:`Partition`); the accept rate."""
+                       mh_steps, keep):
+    """Sweep both halves on the threads of ``part`` (a :class:`Partition`); the accept rate.
+
+    ``keep``: whether the halves' document counts are kept through the steps
+    (:func:`_keeps_doc_counts`, which also chose the partition's ranges and lag).
+    """
     t, dcut, wcut, n_topics = part.n_ranges, part.dcut, part.wcut, n_k.shape[0]
     symmetric = bool(np.all(alpha == alpha[0]))
     a_sum, *a_tables = _alpha_tables(alpha, symmetric)
     n_accept, n_propose = 0, 0
     # the half's documents' topic counts, kept through its steps where they are few enough
     rows = [(int(dcut[i + 1] - dcut[i]) + 1) // 2 for i in range(t)]
-    keep = _keeps_doc_counts(doc_ptr.shape[0] - 1, n_topics, tokens.shape[0])
     counts = part.layout.take("lightlda-doc-counts") if keep else None
     if keep and (counts is None or [c.shape for c in counts] != [(r, n_topics) for r in rows]):
         counts = [np.zeros((r, n_topics), dtype=np.int32) for r in rows]
