@@ -43,7 +43,8 @@ wins once a row holds a few topics and few tokens move.
 
 On one thread all rebuild the doc-topic counts of one document at a time from ``z`` in a K
 scratch row, so memory is O(N + V_local K); a dense sweep on several threads keeps D x K
-counts where they take at most ``DOC_COUNT_ENTRIES_PER_TOKEN`` entries a token.
+counts where they take at most ``DOC_COUNT_ENTRIES_PER_TOKEN`` entries a token, a SparseLDA
+sweep each document's list of non-zero topics and their counts (8 bytes a token).
 """
 
 from __future__ import annotations
@@ -74,12 +75,14 @@ VARIANTS = ("sparse", "dense", "plain")
 # picked the slower one in 10, by up to 1.95x (synth4m, whose tokens keep moving at
 # densities Debian reaches near its steady state), 10.2% slower on average.
 SPARSE_BELOW = 0.05
-# A sweep on several threads also needs the density below this for SparseLDA. There the dense
-# kernel keeps the documents' counts through the steps and SparseLDA counts each document in
-# each step, so the dense one stays ahead longer: on 2 threads it was faster at every state
-# measured at K = 100 (Debian down to a density of 0.145, its steady state: 5-8%; synth4m
-# down to 0.109: 20%); at K = 1000 (Debian) it led at 0.194 and trailed at 0.086
-# (pipelines/README.md, "Seventh session").
+# A sweep on several threads also needs the density below this for SparseLDA: there each part
+# sets up each of its documents again, for SparseLDA a list of its topics, for the dense kernel
+# one vector pass, so the dense one stays ahead longer. On 2 threads it was faster at every
+# state measured at K = 100 (Debian down to a density of 0.145, its steady state: 5-8%;
+# synth4m down to 0.109: 20%); at K = 1000 (Debian) it led at 0.194 and trailed at 0.086
+# (pipelines/README.md, "Seventh session"). With SparseLDA's parts loading kept topic lists
+# instead of counting each document (tenth session) the dense kernel still took no more CPU
+# at Debian's K = 100 steady state (density 0.144) on 2, 4 and 8 threads.
 DENSE_ABOVE_THREADS = 0.1
 # At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian).
 _DENSITY_ENTRIES = 1 << 22
@@ -308,6 +311,31 @@ def _doc_counts(counts, doc_ptr, z, d_lo, d_hi):
 
 
 @njit(nogil=True, cache=True)
+def _doc_topic_lists(d_top, d_cnt, d_len, doc_ptr, z, d_lo, d_hi, n_topics):
+    """Fill the topic lists of documents ``[d_lo, d_hi)`` for :func:`_sparse_part`.
+
+    Document ``d``'s ``d_len[d]`` non-zero topics go to ``d_top[doc_ptr[d]:]`` in the order
+    of their first token, their counts to ``d_cnt`` (int32 [N] both: a document has at most
+    as many topics as tokens).
+    """
+    n_dk = np.zeros(n_topics, dtype=np.int32)
+    for d in range(d_lo, d_hi):
+        lo = doc_ptr[d]
+        n_d = 0
+        for i in range(lo, doc_ptr[d + 1]):
+            t = z[i]
+            if n_dk[t] == 0:
+                d_top[lo + n_d] = t
+                n_d += 1
+            n_dk[t] += 1
+        for j in range(n_d):
+            t = d_top[lo + j]
+            d_cnt[lo + j] = n_dk[t]
+            n_dk[t] = 0
+        d_len[d] = n_d
+
+
+@njit(nogil=True, cache=True)
 def _row_density(tokens, n_wk, max_entries):
     """Token-weighted mean of nnz(row) / K over the rows of ``tokens`` (float64 in [0, 1]).
 
@@ -454,7 +482,8 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
     w_start, w_len, packed = _word_lists(tokens, n_wk, bits)
     return _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_start,
                         w_len, packed, bits, 0, doc_ptr.shape[0] - 1, 0, n_wk.shape[0],
-                        False)[0]
+                        False, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32),
+                        np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64))[0]
 
 
 @njit(nogil=True, cache=True)
@@ -468,11 +497,20 @@ def _topic_bits(n_topics):
 
 @njit(nogil=True, cache=True)
 def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_start, w_len,
-                 packed, bits, d_lo, d_hi, wlo, whi, record):
+                 packed, bits, d_lo, d_hi, wlo, whi, record, d_top, d_cnt, d_len, idx):
     """SparseLDA on the tokens of the documents ``[d_lo, d_hi)`` with words in ``[wlo, whi)``.
 
     With the word lists of those words (row ``r``: word ``wlo + r``). Returns ``(state,
     moved)``: the tokens it moved, with ``record`` (else empty).
+
+    ``d_top``, ``d_cnt``, ``d_len``: each document's non-zero topics and their counts
+    (document ``d``'s ``d_len[d]`` of them at ``doc_ptr[d]``; from :func:`_doc_topic_lists`),
+    kept up to date here, and ``idx`` the documents' tokens with words in the range,
+    ascending: a part then loads a document's counts from its list and visits only its own
+    tokens. Or an empty ``d_len``: every token of the documents is visited and each document
+    counted from ``z`` (``d_top``, ``d_cnt``, ``idx`` unused). Either draw is exact; the
+    order of a document's topics in the list (which the document bucket's draw walks)
+    differs, so the chains do.
     """
     n_topics = n_k.shape[0]
     v_beta = n_words * beta
@@ -495,6 +533,8 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
             max_len = cap
     q_score = np.empty(max_len, dtype=np.float64)
 
+    kept = d_len.shape[0] > 0
+    j_doc = 0  # with kept lists: the document's first token in idx
     s_mass = 0.0
     for d in range(d_lo, d_hi):
         if d % 256 == 0:  # refresh the incrementally kept smoothing mass against drift
@@ -503,23 +543,40 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
                 s_mass += alpha[k] * beta * coef[k]
         lo = doc_ptr[d]
         hi = doc_ptr[d + 1]
-        n_d = 0
-        for i in range(lo, hi):
-            t = np.int64(z[i])
-            if n_dk[t] == 0:
-                d_pos[t] = n_d
-                d_topics[n_d] = t
-                n_d += 1
-            n_dk[t] += 1
+        if kept:
+            if j_doc == idx.shape[0] or idx[j_doc] >= hi:
+                continue  # none of its tokens here
+            n_d = np.int64(d_len[d])
+            for j in range(n_d):
+                t = np.int64(d_top[lo + j])
+                n_dk[t] = d_cnt[lo + j]
+                d_pos[t] = j
+                d_topics[j] = t
+            run_lo = j_doc
+            while j_doc < idx.shape[0] and idx[j_doc] < hi:
+                j_doc += 1
+            run_hi = j_doc
+        else:
+            n_d = 0
+            for i in range(lo, hi):
+                t = np.int64(z[i])
+                if n_dk[t] == 0:
+                    d_pos[t] = n_d
+                    d_topics[n_d] = t
+                    n_d += 1
+                n_dk[t] += 1
+            run_lo = lo
+            run_hi = hi
         r_mass = 0.0
         for j in range(n_d):
             t = d_topics[j]
             r_mass += beta * n_dk[t] * coef[t]
             qc[t] = (alpha[t] + n_dk[t]) * coef[t]
         if record:
-            moved = _room(moved, n_moved, hi - lo)
+            moved = _room(moved, n_moved, run_hi - run_lo)
 
-        for i in range(lo, hi):
+        for jj in range(run_lo, run_hi):
+            i = idx[jj] if kept else jj
             w = tokens[i]
             if w < wlo or w >= whi:
                 continue
@@ -682,6 +739,12 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
                 moved[n_moved] = i
                 n_moved += 1
 
+        if kept:  # the document's list, for its next part
+            d_len[d] = n_d
+            for j in range(n_d):
+                t = d_topics[j]
+                d_top[lo + j] = t
+                d_cnt[lo + j] = n_dk[t]
         # leave the scratch rows as they were: zero counts, alpha-only coefficients
         for j in range(n_d):
             t = d_topics[j]
@@ -811,10 +874,7 @@ class CGSSampler(Sampler):
             if (doc_ptr.shape[0] - 1) * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens):
                 # each document range's tokens by word range (kept with the layout) and its
                 # documents' counts (into the buffers of the last sweep)
-                lists = part.layout.list_of("cgs-docs", lambda: [
-                    (ptr, idx) for _, ptr, idx in part.on_threads(_range_lists, [
-                        (tokens, doc_ptr, z, -1, dcut[i], dcut[i + 1], part.range_of, part.n_ranges,
-                         n_topics) for i in range(part.n_ranges)])])
+                lists = self._doc_range_lists(part, tokens, doc_ptr, z, n_topics)
                 shape = [(dcut[i + 1] - dcut[i], n_topics) for i in range(part.n_ranges)]
                 spare = part.layout.take("cgs-doc-counts")
                 if spare is None or [c.shape for c in spare] != shape:
@@ -842,10 +902,33 @@ class CGSSampler(Sampler):
         lists = part.on_threads(_word_lists_of, [
             (occ[wcut[r]:wcut[r + 1]], n_wk[wcut[r]:wcut[r + 1]], bits,
              int(occ[wcut[r]:wcut[r + 1]].sum())) for r in range(part.n_ranges)])
-        part.run_steps(_sparse_part, lambda i, r, own_k, sub: (
-            tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, *lists[r], bits,
-            dcut[i], dcut[i + 1], wcut[r], wcut[r + 1], part.record), n_k, state, _TAG_SPARSE)
+        # each document's topic list (kept through the steps) and each document range's
+        # tokens by word range (kept with the layout)
+        docs = self._doc_range_lists(part, tokens, doc_ptr, z, n_k.shape[0])
+        d_top, d_cnt, d_len = part.layout.take("cgs-doc-lists") or (
+            np.empty(len(tokens), np.int32), np.empty(len(tokens), np.int32),
+            np.empty(doc_ptr.shape[0] - 1, np.int32))
+        part.on_threads(_doc_topic_lists, [(d_top, d_cnt, d_len, doc_ptr, z, dcut[i],
+                                            dcut[i + 1], n_k.shape[0])
+                                           for i in range(part.n_ranges)])
+
+        def args(i, r, own_k, sub):
+            ptr, idx = docs[i]
+            return (tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, *lists[r], bits,
+                    dcut[i], dcut[i + 1], wcut[r], wcut[r + 1], part.record, d_top, d_cnt,
+                    d_len, idx[ptr[r]:ptr[r + 1]])
+
+        part.run_steps(_sparse_part, args, n_k, state, _TAG_SPARSE)
+        part.layout.give("cgs-doc-lists", (d_top, d_cnt, d_len))
         return None
+
+    @staticmethod
+    def _doc_range_lists(part, tokens, doc_ptr, z, n_topics):
+        """Each document range's tokens by word range, ``[(ptr, idx)]``, kept with the layout."""
+        return part.layout.list_of("cgs-docs", lambda: [
+            (ptr, idx) for _, ptr, idx in part.on_threads(_range_lists, [
+                (tokens, doc_ptr, z, -1, part.dcut[i], part.dcut[i + 1], part.range_of,
+                 part.n_ranges, n_topics) for i in range(part.n_ranges)])])
 
     def __repr__(self) -> str:
         """Show the variant and the switch."""

@@ -105,7 +105,8 @@ class Layouts:
     Found by the array's address, length, ``doc_ptr``, rows, ranges and cost power; that
     the tokens themselves are unchanged is :func:`scan`'s to check. A layout holds a copy of
     its tokens (4 bytes a token) and the samplers' lists (8 bytes a token; lightlda's 16
-    where it keeps its documents' counts, and those, at most 16 bytes a token); the trainer
+    where it keeps its documents' counts, and those, at most 16 bytes a token; cgs's
+    SparseLDA its documents' topic lists, 8 bytes a token); the trainer
     sweeps one array a process, or one a round (up to 4), hence 4.
     """
 

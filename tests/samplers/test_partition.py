@@ -252,3 +252,29 @@ def test_room_keeps_the_listed_tokens_and_grows_only_when_needed():
     grown = _room(moved, 3, moved.shape[0])
     assert grown.shape[0] >= 3 + moved.shape[0] and grown.shape[0] >= 2 * moved.shape[0]
     np.testing.assert_array_equal(grown[:3], [7, 8, 9])
+
+
+def test_cgs_sparse_parts_keep_each_documents_topic_list_equal_to_its_tokens():
+    # A partitioned SparseLDA sweep lists each document's topics once (_doc_topic_lists) and
+    # its parts load and write back the list instead of counting the document in every
+    # step: after the sweep every list holds exactly the document's topic counts in z.
+    from collections import Counter
+
+    tokens, doc_ptr, n_words = _corpus(seed=5)
+    z = init_z(len(tokens), 9, RandomKey(5, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, 9)
+    sampler = get_sampler("cgs", dense_above=2.0)  # (SparseLDA in every state)
+    with ThreadPoolExecutor(2) as pool:
+        for it in range(3):
+            before = z.copy()
+            sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(5, it),
+                          pool=pool, n_threads=3)
+            (layout,) = sampler._layouts._items.values()
+            d_top, d_cnt, d_len = layout.take("cgs-doc-lists")
+            for d in range(len(doc_ptr) - 1):
+                lo, hi = doc_ptr[d], doc_ptr[d + 1]
+                listed = dict(zip(d_top[lo:lo + d_len[d]].tolist(),
+                                  d_cnt[lo:lo + d_len[d]].tolist(), strict=True))
+                assert listed == Counter(z[lo:hi].tolist())
+            assert np.mean(before != z) > 0.2  # (the parts moved tokens: lists were updated)
+            layout.give("cgs-doc-lists", (d_top, d_cnt, d_len))
