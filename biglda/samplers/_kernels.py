@@ -325,14 +325,25 @@ def _doc_loglik(doc_ptr, z, alpha):
     """
     n_topics = alpha.shape[0]
     a_sum, lg_a_sum, symmetric, small, table, lg_alpha = _doc_ll_tables(alpha)
+    # lgamma(N_d + A) of the lengths up to the longest document's (or 1024): many short
+    # documents (Debian: 61,774 of 39 tokens) spent a quarter of the time in it
+    n_docs = doc_ptr.shape[0] - 1
+    longest = 0
+    for d in range(n_docs):
+        longest = max(longest, doc_ptr[d + 1] - doc_ptr[d])
+    n_len = min(longest + 1, 1024)
+    lg_len = np.empty(n_len, dtype=np.float64)
+    for n in range(n_len):
+        lg_len[n] = math.lgamma(n + a_sum)
     n_dk = np.zeros(n_topics, dtype=np.int32)
     total = 0.0
-    for d in range(doc_ptr.shape[0] - 1):
+    for d in range(n_docs):
         lo = doc_ptr[d]
         hi = doc_ptr[d + 1]
         for i in range(lo, hi):
             n_dk[z[i]] += 1
-        part = lg_a_sum - math.lgamma((hi - lo) + a_sum)
+        n_d = hi - lo
+        part = lg_a_sum - (lg_len[n_d] if n_d < n_len else math.lgamma(n_d + a_sum))
         # counted once: a topic's later tokens read 0 and add table[., 0] = 0.0
         if symmetric:
             for i in range(lo, hi):

@@ -9,7 +9,14 @@ import pytest
 from scipy.stats import chisquare
 
 from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
-from biglda.samplers.cgs_cpu import DENSE_ABOVE_THREADS, SPARSE_BELOW, _move_share, _row_density
+from biglda.samplers.cgs_cpu import (
+    DENSE_ABOVE_THREADS,
+    SPARSE_BELOW,
+    _move_share,
+    _row_density,
+    _topic_bits,
+    _word_lists,
+)
 
 _VARIANTS = [{"variant": "plain"}, {"dense_above": 2.0}, {"variant": "dense"}]
 
@@ -83,6 +90,31 @@ def test_row_density_is_the_token_weighted_share_of_non_zero_topics():
     assert _row_density(tokens, n_wk, 200) == pytest.approx(
         _density_oracle(tokens, n_wk, stride))
     assert _row_density(tokens[:0], n_wk, 10**6) == 0.0
+
+
+def test_word_lists_hold_each_rows_topics_by_count_descending_with_room_for_new_ones():
+    # SparseLDA's per-word lists: a row's non-zero (count << bits | topic), sorted descending
+    # (rows of up to 32 topics by insertion, longer ones by np.sort), capacity
+    # min(K, nnz + occurrences); words without occurrences get an empty list
+    rng = np.random.default_rng(3)
+    n_words, n_topics = 30, 70
+    nnz = rng.integers(0, n_topics + 1, n_words)  # (0, a few, > 32, every topic)
+    nnz[:4] = [0, 1, 33, n_topics]
+    n_wk = np.zeros((n_words, n_topics), dtype=np.int32)
+    for w in range(n_words):
+        n_wk[w, rng.choice(n_topics, nnz[w], replace=False)] = rng.integers(1, 5, nnz[w])
+    tokens = rng.integers(0, n_words - 3, 400).astype(np.int32)  # (the last 3 words: none)
+    occ = np.bincount(tokens, minlength=n_words)
+    bits = _topic_bits(n_topics)
+    start, length, packed = _word_lists(tokens, n_wk, bits)
+    for w in range(n_words):
+        topics = np.flatnonzero(n_wk[w])
+        want = np.sort((n_wk[w, topics].astype(np.int64) << bits) | topics)[::-1]
+        if occ[w] == 0:
+            want = want[:0]
+        assert length[w] == len(want)
+        np.testing.assert_array_equal(packed[start[w]:start[w] + length[w]], want)
+        assert start[w + 1] - start[w] == (min(n_topics, len(want) + occ[w]) if occ[w] else 0)
 
 
 def _move_share_oracle(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, docs):

@@ -55,7 +55,8 @@ def test_counts_helpers_agree_with_numpy():
 @pytest.mark.parametrize("alpha", [0.02, np.array([0.01, 0.3, 2.0])])
 def test_doc_loglik_matches_gammaln_for_tabulated_and_large_counts(alpha):
     # counts below and above the kernel's table (16 per topic, 1024 with a symmetric alpha),
-    # topics revisited in random order, an empty document
+    # document lengths below and above its table of lgamma(N_d + A) (the longest's, at most
+    # 1024), topics revisited in random order, an empty document
     from scipy.special import gammaln
 
     rng = np.random.default_rng(7)
