@@ -278,3 +278,30 @@ def test_cgs_sparse_parts_keep_each_documents_topic_list_equal_to_its_tokens():
                 assert listed == Counter(z[lo:hi].tolist())
             assert np.mean(before != z) > 0.2  # (the parts moved tokens: lists were updated)
             layout.give("cgs-doc-lists", (d_top, d_cnt, d_len))
+
+
+def test_the_rows_snapshot_is_made_in_runs_of_rows_into_the_last_sweeps_buffer():
+    # Small tables are diffed against a snapshot (the "snapshot" runs above check its delta);
+    # it is copied and diffed in runs of equal rows, not by word range (a range of rare words
+    # holds most rows), into the buffer the layout kept from its last sweep.
+    tokens, doc_ptr, n_words = _corpus(seed=8)
+    z = init_z(len(tokens), 5, RandomKey(8, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, 5)
+    sampler = get_sampler("lightlda")
+    seen = []
+    with ThreadPoolExecutor(2) as pool:
+        for it in range(3):
+            sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words,
+                          RandomKey(8, it), pool=pool, n_threads=3)
+            (layout,) = sampler._layouts._items.values()
+            rows = layout.take("snapshot")
+            assert rows is not None and rows.shape == n_wk.shape
+            seen.append(rows.ctypes.data)
+            layout.give("snapshot", rows)
+    assert len(set(seen)) == 1
+    (layout,) = sampler._layouts._items.values()
+    from biglda.samplers.partition import Partition
+
+    cut = Partition(layout, pool, 3).row_chunks(n_words)
+    assert cut[0] == 0 and cut[-1] == n_words and len(cut) == 13
+    assert np.ptp(np.diff(cut)) <= 1  # (equal rows, not equal tokens)
