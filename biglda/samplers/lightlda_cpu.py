@@ -35,6 +35,7 @@ the Debian corpus (V = 18,811) within noise of it.
 
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import Executor
 
 import numpy as np
@@ -521,7 +522,7 @@ class LightLDASampler(Sampler):
     (:mod:`biglda.samplers.partition`): the documents are cut into R ranges and the
     vocabulary into R ranges of about equal cost, R = 2T where the halves' document counts
     are kept (:data:`DOC_COUNT_ENTRIES_PER_TOKEN`), else T; each half's word tables are built
-    once, range by range on the threads; then the half is swept in R steps, in step ``s``
+    once, on the threads in pieces of about equal cost (joined per range); then the half is swept in R steps, in step ``s``
     part ``i`` the tokens of document range ``i`` whose words are in range ``(i + s) % R``.
     No two parts of a step share a row of ``n_wk``, a document or a token, so the counts
     stay exact but for ``n_k``: each part moves its own copy, which starts with the moves of
@@ -601,6 +602,84 @@ def _half_words(part, tokens, doc_ptr, z, half, n_topics,
     return words, [(ptr, idx) for _, ptr, idx in lists] if keep_docs else None
 
 
+# The cost of a word's table in "tokens", for cutting the tables' build into pieces: its
+# dense row is read whole and its table built (K / 8 tokens' worth), its tokens each update
+# a count. With 1/32 the pieces of rare words took up to 1.8x the others' (3.4-6.2 ms),
+# with 1/8 they came out within 3.0-4.6 ms (synth4m, K = 1,000, 2 threads).
+TABLE_ROW_TOKENS_PER_TOPIC = 1 / 8
+
+
+def _table_pieces(words: list, n_topics: int, n_pieces: int) -> list[tuple[int, int, int]]:
+    """Cut each word range's rows into pieces of about equal table cost: ``(r, a, b)``.
+
+    Rows ``[a, b)`` of range ``r`` (relative to its first word). The ranges are cut by
+    their tokens, and the range of rare words holds most rows: built whole, its tables took
+    1.4x the other range's on 2 threads and 2x the mean of 16 (synth4m, K = 1,000;
+    pipelines/README.md, "Eleventh session"). About ``n_pieces`` in all.
+    """
+    per_row = n_topics * TABLE_ROW_TOKENS_PER_TOPIC
+    costs = [per_row * np.arange(1, len(ptr)) + (ptr[1:] - ptr[0]) for ptr, _ in words]
+    total = sum(float(c[-1]) for c in costs if len(c))
+    target = max(total / max(1, n_pieces), 1.0)
+    pieces = []
+    for r, cost in enumerate(costs):
+        n_rows = len(cost)
+        k = max(1, round(float(cost[-1]) / target)) if n_rows else 1
+        cuts = np.searchsorted(cost, np.linspace(0, cost[-1], k + 1)[1:-1]) if n_rows else []
+        bounds = [0, *sorted(set(int(c) for c in cuts if 0 < c < n_rows)), n_rows]
+        pieces += [(r, a, b) for a, b in itertools.pairwise(bounds)]
+    return pieces
+
+
+def _range_tables(part, words: list, z: np.ndarray, n_wk: np.ndarray, coef: np.ndarray
+                  ) -> list[tuple]:
+    """Each word range's :func:`_word_tables`, built in pieces on the threads of ``part``.
+
+    The same tables as one call a range makes: a range of several pieces gets them placed
+    one after another (:func:`_place_piece`, on the threads too); ``words[r]`` is range
+    ``r``'s ``(word_ptr, by_word)``.
+    """
+    wcut = part.wcut
+    pieces = _table_pieces(words, n_wk.shape[1], 4 * part.threads)
+    built = part.on_threads(_word_tables, [
+        (words[r][0][a:b + 1], words[r][1], z, n_wk[wcut[r] + a:wcut[r] + b], coef)
+        for r, a, b in pieces])
+    tables: list = [None] * len(words)
+    places = []
+    for r in range(len(words)):
+        mine = [(a, t) for (rr, a, _), t in zip(pieces, built, strict=True) if rr == r]
+        if len(mine) == 1:
+            tables[r] = mine[0][1]
+            continue
+        n_rows = int(wcut[r + 1] - wcut[r])
+        sizes = [int(t[0][-1]) for _, t in mine]
+        start = np.empty(n_rows + 1, dtype=np.int64)
+        start[n_rows] = sum(sizes)
+        tables[r] = (start, np.empty(n_rows, np.float64),
+                     *(np.empty(sum(sizes), dtype=x.dtype) for x in mine[0][1][2:]))
+        off = 0
+        for (a, t), size in zip(mine, sizes, strict=True):
+            places.append((*tables[r], a, off, *t))
+            off += size
+    if places:
+        part.on_threads(_place_piece, places)
+    return tables
+
+
+@njit(nogil=True, cache=True)
+def _place_piece(start, mass, topic, thr, alias, prob, row0, off, p_start, p_mass, p_topic,
+                 p_thr, p_alias, p_prob):
+    """Copy one piece's tables (rows from ``row0``, entries from ``off``) into its range's."""
+    for w in range(p_mass.shape[0]):
+        start[row0 + w] = p_start[w] + off
+        mass[row0 + w] = p_mass[w]
+    for e in range(p_topic.shape[0]):
+        topic[off + e] = p_topic[e]
+        thr[off + e] = p_thr[e]
+        alias[off + e] = p_alias[e]
+        prob[off + e] = p_prob[e]
+
+
 def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state,
                        mh_steps, keep):
     """Sweep both halves on the threads of ``part`` (a :class:`Partition`); the accept rate.
@@ -630,10 +709,9 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
             in_half = part.on_threads(_half_counts, [(doc_ptr, z, half, dcut[i], dcut[i + 1],
                                                       n_topics) for i in range(t)])
         coef, *dense = _other_tables(n_k - np.sum(in_half, axis=0), beta, n_words * beta)
-        # the tables from the counts without the half, a word range on each thread
-        tables = part.on_threads(_word_tables, [
-            (word_ptr, by_word, z, n_wk[wcut[r]:wcut[r + 1]], coef)
-            for r, (word_ptr, by_word) in enumerate(words)])
+        # the tables from the counts without the half, in pieces of about equal cost on the
+        # threads, joined a word range at a time
+        tables = _range_tables(part, words, z, n_wk, coef)
 
         def own(i, r, cs=counts, ds=docs):  # (the part's kept counts and tokens, or none)
             if cs is None:

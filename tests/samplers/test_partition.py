@@ -305,3 +305,34 @@ def test_the_rows_snapshot_is_made_in_runs_of_rows_into_the_last_sweeps_buffer()
     cut = Partition(layout, pool, 3).row_chunks(n_words)
     assert cut[0] == 0 and cut[-1] == n_words and len(cut) == 13
     assert np.ptp(np.diff(cut)) <= 1  # (equal rows, not equal tokens)
+
+
+def test_lightlda_tables_built_in_pieces_equal_each_ranges_tables_built_whole():
+    # The word tables of a partitioned half are built in pieces of about equal cost (the
+    # range of rare words holds most rows) and joined: every array equals the one call a
+    # range makes, so the chain does not change.
+    import biglda.samplers.lightlda_cpu as L
+    from biglda.samplers._kernels import _range_lists
+    from biglda.samplers.partition import Layout, Partition
+
+    tokens, doc_ptr, n_words = _corpus(seed=9, n_docs=400, n_words=300)
+    k = 12
+    z = init_z(len(tokens), k, RandomKey(9, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+    n_w = np.bincount(tokens, minlength=n_words)
+    layout = Layout(tokens, doc_ptr, n_words, 4, L.WORD_COST_POWER, n_w)
+    with ThreadPoolExecutor(1) as pool:
+        part = Partition(layout, pool, 2)
+        lists = [_range_lists(tokens, doc_ptr, z, 0, layout.dcut[i], layout.dcut[i + 1],
+                              layout.range_of, 4, k) for i in range(4)]
+        words = [L._by_word(np.concatenate([idx[ptr[r]:ptr[r + 1]] for _, ptr, idx in lists]),
+                            tokens, layout.wcut[r], layout.wcut[r + 1]) for r in range(4)]
+        coef = 1.0 / (n_k + n_words * 0.05)
+        pieces = L._table_pieces(words, k, 8)
+        assert len(pieces) > 4  # (some range is cut)
+        joined = L._range_tables(part, words, z, n_wk, coef)
+    for r, (word_ptr, by_word) in enumerate(words):
+        whole = L._word_tables(word_ptr, by_word, z, n_wk[layout.wcut[r]:layout.wcut[r + 1]],
+                               coef)
+        for a, b in zip(joined[r], whole, strict=True):
+            np.testing.assert_array_equal(a, b)
