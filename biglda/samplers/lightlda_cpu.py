@@ -522,8 +522,9 @@ class LightLDASampler(Sampler):
     (:mod:`biglda.samplers.partition`): the documents are cut into R ranges and the
     vocabulary into R ranges of about equal cost, R = 2T where the halves' document counts
     are kept (:data:`DOC_COUNT_ENTRIES_PER_TOKEN`), else T; each half's word tables are built
-    once, on the threads in pieces of about equal cost (joined per range); then the half is swept in R steps, in step ``s``
-    part ``i`` the tokens of document range ``i`` whose words are in range ``(i + s) % R``.
+    once, on the threads in pieces of about equal cost (joined per range); then the half is
+    swept in R steps, in step ``s`` part ``i`` the tokens of document range ``i`` whose
+    words are in range ``(i + s) % R``.
     No two parts of a step share a row of ``n_wk``, a document or a token, so the counts
     stay exact but for ``n_k``: each part moves its own copy, which starts with the moves of
     every step up to ``s - L`` (L = 2 with 2T ranges, 1 with T: ``N_K_LAG_KEPT``,
