@@ -26,6 +26,7 @@ would each keep their own ranges' in their own: at large T it overstates the cac
 from __future__ import annotations
 
 import argparse
+import inspect
 import statistics
 import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -88,14 +89,15 @@ def main(argv=None) -> int:
         for name in ("_half_sweep", "_dense_part", "_sparse_part"):
             kernel = getattr(module, name, None)
             if kernel is not None:
-                # (d_lo, d_hi, wlo, whi come before record, and before the dense part's
-                # doc_counts and idx)
-                at = -7 if name == "_dense_part" else -5
+                # where d_lo and wlo are among the kernel's arguments (read off its signature:
+                # fixed offsets went stale when the kernels took more arguments)
+                names = list(inspect.signature(kernel.py_func).parameters)
+                at_d, at_w = names.index("d_lo"), names.index("wlo")
 
-                def timed(*a, _k=kernel, _at=at):  # (only a partitioned sweep calls it here)
+                def timed(*a, _k=kernel, _d=at_d, _w=at_w):  # (only partitioned sweeps call it)
                     t0 = time.perf_counter()
                     out = _k(*a)
-                    parts.append((a[_at], a[_at + 2], time.perf_counter() - t0))  # d_lo, wlo
+                    parts.append((a[_d], a[_w], time.perf_counter() - t0))
                     return out
                 setattr(module, name, timed)
     corpus = Corpus.open(args.corpus)
