@@ -82,8 +82,17 @@ SPARSE_BELOW = 0.05
 # synth4m down to 0.109: 20%); at K = 1000 (Debian) it led at 0.194 and trailed at 0.086
 # (pipelines/README.md, "Seventh session"). With SparseLDA's parts loading kept topic lists
 # instead of counting each document (tenth session) the dense kernel still took no more CPU
-# at Debian's K = 100 steady state (density 0.144) on 2, 4 and 8 threads.
+# at Debian's K = 100 steady state (density 0.144) on 2, 4 and 8 threads. Since each document
+# range's first part lists its documents' topics (twelfth session) SparseLDA on 2 threads
+# follows the one-thread rule: from the same states (Debian and synth4m, K = 100 and 1000),
+# the faster kernel changed where density x moves crossed 0.04-0.06, as on one thread, and
+# the cap cost up to 12% (Debian K = 1000, density 0.116: sparse 0.221 s, dense 0.248 s).
+# From 4 threads (parts of fewer tokens) the cap holds: at Debian's K = 100 steady state
+# SparseLDA took 0.91x the dense kernel's CPU on 2 threads, 0.97x on 4 and 1.05x on 8
+# (pipelines/README.md, "Twelfth session").
 DENSE_ABOVE_THREADS = 0.1
+# ... on this many threads and more.
+DENSE_CAP_FROM_THREADS = 3
 # At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian).
 _DENSITY_ENTRIES = 1 << 22
 # About this many terms of the conditional are evaluated to estimate the moves: ~1 ms, within
@@ -311,31 +320,6 @@ def _doc_counts(counts, doc_ptr, z, d_lo, d_hi):
 
 
 @njit(nogil=True, cache=True)
-def _doc_topic_lists(d_top, d_cnt, d_len, doc_ptr, z, d_lo, d_hi, n_topics):
-    """Fill the topic lists of documents ``[d_lo, d_hi)`` for :func:`_sparse_part`.
-
-    Document ``d``'s ``d_len[d]`` non-zero topics go to ``d_top[doc_ptr[d]:]`` in the order
-    of their first token, their counts to ``d_cnt`` (int32 [N] both: a document has at most
-    as many topics as tokens).
-    """
-    n_dk = np.zeros(n_topics, dtype=np.int32)
-    for d in range(d_lo, d_hi):
-        lo = doc_ptr[d]
-        n_d = 0
-        for i in range(lo, doc_ptr[d + 1]):
-            t = z[i]
-            if n_dk[t] == 0:
-                d_top[lo + n_d] = t
-                n_d += 1
-            n_dk[t] += 1
-        for j in range(n_d):
-            t = d_top[lo + j]
-            d_cnt[lo + j] = n_dk[t]
-            n_dk[t] = 0
-        d_len[d] = n_d
-
-
-@njit(nogil=True, cache=True)
 def _row_density(tokens, n_wk, max_entries):
     """Token-weighted mean of nnz(row) / K over the rows of ``tokens`` (float64 in [0, 1]).
 
@@ -503,7 +487,7 @@ def _cgs_sparse_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state
     return _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_start,
                         w_len, packed, bits, 0, doc_ptr.shape[0] - 1, 0, n_wk.shape[0],
                         False, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32),
-                        np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64))[0]
+                        np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), False)[0]
 
 
 @njit(nogil=True, cache=True)
@@ -517,7 +501,7 @@ def _topic_bits(n_topics):
 
 @njit(nogil=True, cache=True)
 def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_start, w_len,
-                 packed, bits, d_lo, d_hi, wlo, whi, record, d_top, d_cnt, d_len, idx):
+                 packed, bits, d_lo, d_hi, wlo, whi, record, d_top, d_cnt, d_len, idx, build):
     """SparseLDA on the tokens of the documents ``[d_lo, d_hi)`` with words in ``[wlo, whi)``.
 
     With the word lists of those words (row ``r``: word ``wlo + r``). Returns ``(state,
@@ -527,10 +511,13 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
     (document ``d``'s ``d_len[d]`` of them at ``doc_ptr[d]``; from :func:`_doc_topic_lists`),
     kept up to date here, and ``idx`` the documents' tokens with words in the range,
     ascending: a part then loads a document's counts from its list and visits only its own
-    tokens. Or an empty ``d_len``: every token of the documents is visited and each document
-    counted from ``z`` (``d_top``, ``d_cnt``, ``idx`` unused). Either draw is exact; the
-    order of a document's topics in the list (which the document bucket's draw walks)
-    differs, so the chains do.
+    tokens. With ``build`` (a document range's first part) the lists are made here instead:
+    each document is counted from ``z`` (its topics in the order of their first
+    tokens) and its list written, also where none of its tokens
+    is in the range. Or an empty ``d_len``: every token of the documents is visited and each
+    document counted from ``z`` (``d_top``, ``d_cnt``, ``idx``, ``build`` unused). Either
+    draw is exact; the order of a document's topics in the list (which the document bucket's
+    draw walks) differs, so the chains do.
     """
     n_topics = n_k.shape[0]
     v_beta = n_words * beta
@@ -563,7 +550,7 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
                 s_mass += alpha[k] * beta * coef[k]
         lo = doc_ptr[d]
         hi = doc_ptr[d + 1]
-        if kept:
+        if kept and not build:
             if j_doc == idx.shape[0] or idx[j_doc] >= hi:
                 continue  # none of its tokens here
             n_d = np.int64(d_len[d])
@@ -572,10 +559,6 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
                 n_dk[t] = d_cnt[lo + j]
                 d_pos[t] = j
                 d_topics[j] = t
-            run_lo = j_doc
-            while j_doc < idx.shape[0] and idx[j_doc] < hi:
-                j_doc += 1
-            run_hi = j_doc
         else:
             n_d = 0
             for i in range(lo, hi):
@@ -585,6 +568,12 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
                     d_topics[n_d] = t
                     n_d += 1
                 n_dk[t] += 1
+        if kept:
+            run_lo = j_doc
+            while j_doc < idx.shape[0] and idx[j_doc] < hi:
+                j_doc += 1
+            run_hi = j_doc
+        else:
             run_lo = lo
             run_hi = hi
         r_mass = 0.0
@@ -788,7 +777,8 @@ class CGSSampler(Sampler):
         non-zero topics in the word rows is at least this (0 always, above 1 never), on any
         number of threads. None (default): the measured rule, SparseLDA where the density
         times the expected share of moving tokens is below :data:`SPARSE_BELOW` (and, on
-        several threads, the density below :data:`DENSE_ABOVE_THREADS`).
+        :data:`DENSE_CAP_FROM_THREADS` threads or more, the density below
+        :data:`DENSE_ABOVE_THREADS`).
 
     Examples
     --------
@@ -796,8 +786,10 @@ class CGSSampler(Sampler):
     'plain'
     >>> CGSSampler().kernel_for(0.9, 0.5), CGSSampler().kernel_for(0.15, 0.3)
     ('dense', 'sparse')
-    >>> CGSSampler().kernel_for(0.15, 0.6), CGSSampler().kernel_for(0.15, 0.3, n_threads=2)
+    >>> CGSSampler().kernel_for(0.15, 0.6), CGSSampler().kernel_for(0.15, 0.3, n_threads=4)
     ('dense', 'dense')
+    >>> CGSSampler().kernel_for(0.15, 0.3, n_threads=2)
+    'sparse'
     >>> CGSSampler(dense_above=0.2).kernel_for(0.15, 0.6)
     'sparse'
     """
@@ -832,7 +824,7 @@ class CGSSampler(Sampler):
         """
         if self.dense_above is not None:
             return "dense" if density >= self.dense_above else "sparse"
-        if n_threads > 1 and density >= DENSE_ABOVE_THREADS:
+        if n_threads >= DENSE_CAP_FROM_THREADS and density >= DENSE_ABOVE_THREADS:
             return "dense"
         return "dense" if density * moves >= SPARSE_BELOW else "sparse"
 
@@ -922,21 +914,19 @@ class CGSSampler(Sampler):
         lists = part.on_threads(_word_lists_of, [
             (occ[wcut[r]:wcut[r + 1]], n_wk[wcut[r]:wcut[r + 1]], bits,
              int(occ[wcut[r]:wcut[r + 1]].sum())) for r in range(part.n_ranges)])
-        # each document's topic list (kept through the steps) and each document range's
-        # tokens by word range (kept with the layout)
+        # each document's topic list (kept through the steps, made by each document range's
+        # part of step 0) and each document range's tokens by word range (kept with the
+        # layout)
         docs = self._doc_range_lists(part, tokens, doc_ptr, z, n_k.shape[0])
         d_top, d_cnt, d_len = part.layout.take("cgs-doc-lists") or (
             np.empty(len(tokens), np.int32), np.empty(len(tokens), np.int32),
             np.empty(doc_ptr.shape[0] - 1, np.int32))
-        part.on_threads(_doc_topic_lists, [(d_top, d_cnt, d_len, doc_ptr, z, dcut[i],
-                                            dcut[i + 1], n_k.shape[0])
-                                           for i in range(part.n_ranges)])
 
         def args(i, r, own_k, sub):
             ptr, idx = docs[i]
             return (tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, *lists[r], bits,
                     dcut[i], dcut[i + 1], wcut[r], wcut[r + 1], part.record, d_top, d_cnt,
-                    d_len, idx[ptr[r]:ptr[r + 1]])
+                    d_len, idx[ptr[r]:ptr[r + 1]], r == i)  # (range i's step 0: r = i)
 
         part.run_steps(_sparse_part, args, n_k, state, _TAG_SPARSE)
         part.layout.give("cgs-doc-lists", (d_top, d_cnt, d_len))

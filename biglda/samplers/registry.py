@@ -20,7 +20,12 @@ from typing import Any, NamedTuple
 
 from biglda.errors import ConfigError
 from biglda.samplers.base import Sampler
-from biglda.samplers.cgs_cpu import DENSE_ABOVE_THREADS, SPARSE_BELOW, CGSSampler
+from biglda.samplers.cgs_cpu import (
+    DENSE_ABOVE_THREADS,
+    DENSE_CAP_FROM_THREADS,
+    SPARSE_BELOW,
+    CGSSampler,
+)
 from biglda.samplers.lightlda_cpu import LightLDASampler
 from biglda.samplers.warplda_cpu import WarpLDASampler
 
@@ -161,8 +166,9 @@ register_sampler("cgs", "cpu", CGSSampler, params={
                                              "sweep runs the dense kernel (default: the "
                                              "measured rule, SparseLDA where density x "
                                              "expected share of moving tokens < "
-                                             f"{SPARSE_BELOW}, on several threads also "
-                                             f"density < {DENSE_ABOVE_THREADS})"),
+                                             f"{SPARSE_BELOW}, on "
+                                             f"{DENSE_CAP_FROM_THREADS} threads or more "
+                                             f"also density < {DENSE_ABOVE_THREADS})"),
 })
 register_sampler("lightlda", "cpu", LightLDASampler, params={
     "mh_steps": SamplerParam(int, 2, "Metropolis-Hastings rounds per token (default 2)"),

@@ -11,6 +11,7 @@ from scipy.stats import chisquare
 from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
 from biglda.samplers.cgs_cpu import (
     DENSE_ABOVE_THREADS,
+    DENSE_CAP_FROM_THREADS,
     SPARSE_BELOW,
     _move_share,
     _row_density,
@@ -230,20 +231,24 @@ def test_switch_thresholds_are_inclusive():
     assert s.kernel_for(0.4, 0.0) == "dense"
     assert get_sampler("cgs", dense_above=0.0).kernel_for(0.0) == "dense"
     assert get_sampler("cgs", dense_above=2.0).kernel_for(1.0) == "sparse"
-    # the default: density x moves against SPARSE_BELOW; on several threads also the density
+    # the default: density x moves against SPARSE_BELOW; from DENSE_CAP_FROM_THREADS threads
+    # also the density
     default = get_sampler("cgs")
     assert default.kernel_for(SPARSE_BELOW / 0.5, 0.5) == "dense"
     assert default.kernel_for(np.nextafter(SPARSE_BELOW / 0.5, 0.0), 0.5) == "sparse"
-    assert default.kernel_for(DENSE_ABOVE_THREADS, 0.01, n_threads=2) == "dense"
+    many = DENSE_CAP_FROM_THREADS
+    assert default.kernel_for(DENSE_ABOVE_THREADS, 0.01, n_threads=many) == "dense"
     assert default.kernel_for(np.nextafter(DENSE_ABOVE_THREADS, 0.0), 0.01,
-                              n_threads=2) == "sparse"
-    assert 0.0 < SPARSE_BELOW < DENSE_ABOVE_THREADS < 1.0
+                              n_threads=many) == "sparse"
+    assert default.kernel_for(DENSE_ABOVE_THREADS, 0.01, n_threads=many - 1) == "sparse"
+    assert default.kernel_for(SPARSE_BELOW / 0.5, 0.5, n_threads=many - 1) == "dense"
+    assert 0.0 < SPARSE_BELOW < DENSE_ABOVE_THREADS < 1.0 and many > 2
 
 
-def test_on_several_threads_the_default_switch_stays_dense_longer():
+def test_on_many_threads_the_default_switch_stays_dense_longer():
     # A settled state (each document's tokens in its topic, each word in 2 of 20 topics: a
-    # density of 0.1, and few tokens would move) runs SparseLDA on one thread and the dense
-    # kernel on several; the chains are those of the kernel forced.
+    # density of 0.1, and few tokens would move) runs SparseLDA on one and two threads and
+    # the dense kernel on DENSE_CAP_FROM_THREADS; the chains are those of the kernel forced.
     from concurrent.futures import ThreadPoolExecutor
 
     rng = np.random.default_rng(3)
@@ -260,8 +265,8 @@ def test_on_several_threads_the_default_switch_stays_dense_longer():
     moves = _move_share(tokens, doc_ptr, z0, n_wk, n_k, np.full(n_topics, 0.1), 0.05,
                         float(n_words), 10**6)
     assert density >= DENSE_ABOVE_THREADS and density * moves < SPARSE_BELOW
-    with ThreadPoolExecutor(1) as pool:
-        for n_threads, forced in ((1, 2.0), (2, 0.0)):
+    with ThreadPoolExecutor(DENSE_CAP_FROM_THREADS - 1) as pool:
+        for n_threads, forced in ((1, 2.0), (2, 2.0), (DENSE_CAP_FROM_THREADS, 0.0)):
             runs = []
             for params in ({}, {"dense_above": forced}):
                 z, wk, k = z0.copy(), n_wk.copy(), n_k.copy()

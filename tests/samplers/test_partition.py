@@ -254,10 +254,77 @@ def test_room_keeps_the_listed_tokens_and_grows_only_when_needed():
     np.testing.assert_array_equal(grown[:3], [7, 8, 9])
 
 
+def _listed_topics(doc_ptr, z, n_docs):
+    """Each document's topics in the order of their first tokens, and their counts (a slow
+    reference of the lists _sparse_part keeps: d_top, d_cnt, d_len)."""
+    d_top, d_cnt = np.full(len(z), -1, np.int32), np.full(len(z), -1, np.int32)
+    d_len = np.zeros(n_docs, np.int32)
+    for d in range(n_docs):
+        lo, hi = doc_ptr[d], doc_ptr[d + 1]
+        order = list(dict.fromkeys(z[lo:hi].tolist()))
+        d_len[d] = len(order)
+        d_top[lo:lo + len(order)] = order
+        d_cnt[lo:lo + len(order)] = [int(np.sum(z[lo:hi] == t)) for t in order]
+    return d_top, d_cnt, d_len
+
+
+def test_cgs_sparse_first_part_makes_the_lists_it_would_have_loaded():
+    # A document range's first part of a sweep counts its documents from z and writes their
+    # topic lists (no pass of its own before the steps). It must draw exactly what a part
+    # loading the lists made beforehand draws (the same chain), and leave the same lists,
+    # also for documents with none of their tokens in its word range.
+    from biglda.samplers.cgs_cpu import _sparse_part, _topic_bits, _word_lists_of
+
+    tokens, doc_ptr, n_words = _corpus(seed=11)
+    n_topics, d_lo, d_hi, wlo, whi = 7, 40, 260, 3, 17
+    z0 = init_z(len(tokens), n_topics, RandomKey(11, -1))
+    n_wk0, n_k0 = count_from_z(tokens, doc_ptr, z0, n_words, n_topics)
+    bits = _topic_bits(n_topics)
+    sel = (tokens >= wlo) & (tokens < whi)
+    sel[:doc_ptr[d_lo]] = sel[doc_ptr[d_hi]:] = False
+    idx = np.flatnonzero(sel).astype(np.int64)
+    occ = np.bincount(tokens, minlength=n_words).astype(np.int64)[wlo:whi]
+    alpha = np.full(n_topics, 0.1)
+    n_docs = len(doc_ptr) - 1
+    out = []
+    for build in (False, True):
+        z, n_wk, n_k = z0.copy(), n_wk0.copy(), n_k0.copy()
+        if build:  # whatever the buffers held before
+            d_top, d_cnt = np.full(len(z), 99, np.int32), np.full(len(z), 99, np.int32)
+            d_len = np.full(n_docs, 3, np.int32)
+        else:
+            d_top, d_cnt, d_len = _listed_topics(doc_ptr, z, n_docs)
+        lists = _word_lists_of(occ, n_wk[wlo:whi], bits, int(occ.sum()))
+        state, moved = _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, 0.05,
+                                    float(n_words), np.uint64(12345), *lists, bits, d_lo,
+                                    d_hi, wlo, whi, True, d_top, d_cnt, d_len, idx, build)
+        out.append((z, n_wk, n_k, int(state), moved, d_top, d_cnt, d_len))
+    (z_a, wk_a, k_a, st_a, mv_a, *lists_a), (z_b, wk_b, k_b, st_b, mv_b, *lists_b) = out
+    assert np.mean(z_a[idx] != z0[idx]) > 0.5  # (it moved its tokens, and no others)
+    np.testing.assert_array_equal(np.delete(z_a, idx), np.delete(z0, idx))
+    for a, b in ((z_a, z_b), (wk_a, wk_b), (k_a, k_b), (mv_a, mv_b)):
+        np.testing.assert_array_equal(a, b)
+    assert st_a == st_b
+    # the lists of the part's documents: the same in both (order included), each holding
+    # exactly its document's topic counts in z, also where none of its tokens is in range
+    from collections import Counter
+
+    untouched = [d for d in range(d_lo, d_hi) if not sel[doc_ptr[d]:doc_ptr[d + 1]].any()]
+    assert len(untouched) > 0
+    for d in range(d_lo, d_hi):
+        lo, hi, n = doc_ptr[d], doc_ptr[d + 1], lists_a[2][d]
+        assert lists_b[2][d] == n
+        for j in (0, 1):
+            np.testing.assert_array_equal(lists_a[j][lo:lo + n], lists_b[j][lo:lo + n])
+        assert dict(zip(lists_b[0][lo:lo + n].tolist(), lists_b[1][lo:lo + n].tolist(),
+                        strict=True)) == Counter(z_b[lo:hi].tolist())
+
+
 def test_cgs_sparse_parts_keep_each_documents_topic_list_equal_to_its_tokens():
-    # A partitioned SparseLDA sweep lists each document's topics once (_doc_topic_lists) and
-    # its parts load and write back the list instead of counting the document in every
-    # step: after the sweep every list holds exactly the document's topic counts in z.
+    # A partitioned SparseLDA sweep has each document range's first part list its documents'
+    # topics, and the later parts load and write back the list instead of counting the
+    # document in every step: after the sweep every list holds exactly the document's topic
+    # counts in z.
     from collections import Counter
 
     tokens, doc_ptr, n_words = _corpus(seed=5)
