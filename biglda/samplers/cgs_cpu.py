@@ -174,17 +174,19 @@ def _cgs_dense_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state)
     return _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 0,
                        doc_ptr.shape[0] - 1, 0, n_wk.shape[0],
                        np.zeros((0, 1), dtype=np.int32), np.zeros(0, dtype=np.int64),
-                       False)[0]  # (every token, each document counted)
+                       False, False)[0]  # (every token, each document counted)
 
 
 @njit(nogil=True, cache=True)
 def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo, d_hi, wlo,
-                whi, doc_counts, idx, record):
+                whi, doc_counts, idx, record, build):
     """Sweep the tokens of the documents ``[d_lo, d_hi)`` with words in ``[wlo, whi)``.
 
     ``doc_counts``: the documents' topic counts (int32 [d_hi - d_lo, K]) kept up to date
-    here, and ``idx`` those tokens, ascending (both from :func:`_doc_lists`); or an empty
-    ``doc_counts`` to visit every token of the documents and count each document anew.
+    here, and ``idx`` those tokens, ascending; with ``build`` (a document range's first
+    part) the counts are made here from ``z``, every document's (also where none of its
+    tokens is in the range). Or an empty ``doc_counts`` to visit every token of the
+    documents and count each document anew (``build`` unused).
     Returns ``(state, moved)``: the tokens it moved, with ``record`` (else empty).
 
     Per token: p_k = qc_k (n_wk + beta) in float32 with qc_k = (alpha_k + n_dk) / (n_k +
@@ -216,6 +218,11 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
         lo = doc_ptr[d]
         hi = doc_ptr[d + 1]
         if kept:
+            if build:
+                row = doc_counts[d - d_lo]
+                row[:] = 0
+                for i in range(lo, hi):
+                    row[z[i]] += 1
             if j_doc == idx.shape[0] or idx[j_doc] >= hi:
                 continue  # none of its tokens here
             # the document's row, all K coefficients anew (the values counting gives)
@@ -304,19 +311,6 @@ _NO_TOKENS = np.zeros(0, dtype=np.int64)
 # K instead of three passes over all its tokens, in each of the T steps (pipelines/README.md,
 # "Sixth session"). Above it (large K against short documents) the passes stay.
 DOC_COUNT_ENTRIES_PER_TOKEN = 4
-
-
-@njit(nogil=True, cache=True)
-def _doc_counts(counts, doc_ptr, z, d_lo, d_hi):
-    """Fill ``counts`` (int32 [d_hi - d_lo, K]) with the topic counts of documents ``[d_lo, d_hi)``.
-
-    Returns ``counts``.
-    """
-    counts[:] = 0
-    for d in range(d_lo, d_hi):
-        for i in range(doc_ptr[d], doc_ptr[d + 1]):
-            counts[d - d_lo, z[i]] += 1
-    return counts
 
 
 @njit(nogil=True, cache=True)
@@ -885,14 +879,13 @@ class CGSSampler(Sampler):
             n_topics = n_k.shape[0]
             if (doc_ptr.shape[0] - 1) * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens):
                 # each document range's tokens by word range (kept with the layout) and its
-                # documents' counts (into the buffers of the last sweep)
+                # documents' counts (into the buffers of the last sweep; each range's part
+                # of step 0 counts them)
                 lists = self._doc_range_lists(part, tokens, doc_ptr, z, n_topics)
                 shape = [(dcut[i + 1] - dcut[i], n_topics) for i in range(part.n_ranges)]
-                spare = part.layout.take("cgs-doc-counts")
-                if spare is None or [c.shape for c in spare] != shape:
-                    spare = [np.empty(sh, dtype=np.int32) for sh in shape]
-                counts = part.on_threads(_doc_counts, [
-                    (spare[i], doc_ptr, z, dcut[i], dcut[i + 1]) for i in range(part.n_ranges)])
+                counts = part.layout.take("cgs-doc-counts")
+                if counts is None or [c.shape for c in counts] != shape:
+                    counts = [np.empty(sh, dtype=np.int32) for sh in shape]
             else:
                 lists = [(np.zeros(part.n_ranges + 1, np.int64), _NO_TOKENS)] * part.n_ranges
                 counts = [_NO_DOC_COUNTS] * part.n_ranges
@@ -901,7 +894,7 @@ class CGSSampler(Sampler):
                 ptr, idx = lists[i]
                 return (tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, dcut[i],
                         dcut[i + 1], wcut[r], wcut[r + 1], counts[i], idx[ptr[r]:ptr[r + 1]],
-                        part.record)
+                        part.record, r == i)  # (range i's step 0: r = i)
 
             part.run_steps(_dense_part, args, n_k, state, _TAG_DENSE)
             if counts[0] is not _NO_DOC_COUNTS:

@@ -320,6 +320,39 @@ def test_cgs_sparse_first_part_makes_the_lists_it_would_have_loaded():
                         strict=True)) == Counter(z_b[lo:hi].tolist())
 
 
+def test_cgs_dense_first_part_makes_the_counts_it_would_have_loaded():
+    # The dense kernel's kept document counts likewise: made by each document range's part of
+    # step 0, for every document of the range; the same draws as from counts made before.
+    from biglda.samplers.cgs_cpu import _dense_part
+
+    tokens, doc_ptr, n_words = _corpus(seed=12)
+    n_topics, d_lo, d_hi, wlo, whi = 6, 30, 250, 2, 15
+    z0 = init_z(len(tokens), n_topics, RandomKey(12, -1))
+    n_wk0, n_k0 = count_from_z(tokens, doc_ptr, z0, n_words, n_topics)
+    sel = (tokens >= wlo) & (tokens < whi)
+    sel[:doc_ptr[d_lo]] = sel[doc_ptr[d_hi]:] = False
+    idx = np.flatnonzero(sel).astype(np.int64)
+    out = []
+    for build in (False, True):
+        z, n_wk, n_k = z0.copy(), n_wk0.copy(), n_k0.copy()
+        counts = np.full((d_hi - d_lo, n_topics), 77, np.int32)  # whatever was there
+        if not build:
+            for d in range(d_lo, d_hi):
+                counts[d - d_lo] = np.bincount(z[doc_ptr[d]:doc_ptr[d + 1]],
+                                               minlength=n_topics)
+        state, moved = _dense_part(tokens, doc_ptr, z, n_wk, n_k, np.full(n_topics, 0.1),
+                                   0.05, float(n_words), np.uint64(999), d_lo, d_hi, wlo, whi,
+                                   counts, idx, True, build)
+        out.append((z, n_wk, n_k, int(state), moved, counts))
+    assert np.mean(out[0][0][idx] != z0[idx]) > 0.5
+    for a, b in zip(out[0], out[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+    for d in range(d_lo, d_hi):  # each document's counts are its z's
+        np.testing.assert_array_equal(
+            out[1][5][d - d_lo], np.bincount(out[1][0][doc_ptr[d]:doc_ptr[d + 1]],
+                                             minlength=n_topics))
+
+
 def test_cgs_sparse_parts_keep_each_documents_topic_list_equal_to_its_tokens():
     # A partitioned SparseLDA sweep has each document range's first part list its documents'
     # topics, and the later parts load and write back the list instead of counting the
