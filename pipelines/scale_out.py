@@ -66,6 +66,16 @@ def settings_of(layout: str) -> dict:
             | ({"staleness": float(stale)} if stale else {}))
 
 
+def layout_cores(layout: str) -> int:
+    """The sampling threads of a layout: processes x threads.
+
+    >>> layout_cores("1x2"), layout_cores("2p/16s"), layout_cores("4x4:r1")
+    (2, 2, 16)
+    """
+    s = settings_of(layout)
+    return int(s["workers"]) * int(s["threads_per_worker"])
+
+
 def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_tokens: int
             ) -> dict:
     """One training run of ``layout``; its medians and LL/token per iteration."""
@@ -86,6 +96,22 @@ def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_toke
             "pull_s": med("pull_s"), "push_s": med("push_s"), "kernel_s": med("kernel_s"),
             "clock_s": med("clock_s"), "ll_s": med("ll_s"), "wait_s": med("wait_s"),
             "ll_per_token": [float(r["ll_per_token"]) for r in records], "wall_s": wall}
+
+
+def cpu_ceiling(base: dict, layout: dict, n_cores: int) -> float:
+    """The tokens/s a layout can reach against 1x1 if its cores did nothing but its work.
+
+    ``n_cores`` cores, each spending the layout's kernel and other CPU a token, against one
+    core spending 1x1's kernel CPU a token (1x1's other CPU runs on an idle core). Where a
+    layout reaches its ceiling, only less CPU a token (in its kernels or besides) makes it
+    faster; below, the cores also wait.
+
+    >>> cpu_ceiling({"kernel_cpu_us_per_token": 0.08},
+    ...             {"kernel_cpu_us_per_token": 0.088, "other_cpu_us_per_token": 0.012}, 2)
+    1.6
+    """
+    spent = layout["kernel_cpu_us_per_token"] + layout["other_cpu_us_per_token"]
+    return round(n_cores * base["kernel_cpu_us_per_token"] / spent, 6) if spent > 0 else 0.0
 
 
 def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> list[str]:
@@ -127,6 +153,18 @@ def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> l
         base = next(n for n in res if n == "1x1" or n.startswith("1x1:"))
         lines += [f"- {name} vs 1x1, tokens/s: {ratio(name, base, 'tokens_per_s')}"
                   for name in res if name not in (base, "1x2", "2x1")]
+        # what each layout's CPU a token allows on the cores it uses (its run of median
+        # tokens/s, as in the table)
+        n_cpu = os.cpu_count() or 1
+        for name, r in res.items():
+            used = min(n_cpu, layout_cores(name))
+            if name == base or used < 2:
+                continue
+            ceiling = cpu_ceiling(res[base], r, used)
+            got = r["tokens_per_s"] / res[base]["tokens_per_s"]
+            lines.append(f"- {name}: CPU-bound ceiling {ceiling:.2f}x 1x1 ({used} cores at its "
+                         f"kernel + other CPU a token against 1x1's kernel CPU); measured "
+                         f"{got:.2f}x, {100 * got / ceiling:.0f}% of it")
         lines.append("- LL/token after the last iteration: " + ", ".join(
             f"{name} {r['ll_per_token'][-1]:.4f}" for name, r in res.items()))
     return lines
