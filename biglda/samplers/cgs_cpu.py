@@ -502,16 +502,15 @@ def _sparse_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, w_s
     moved)``: the tokens it moved, with ``record`` (else empty).
 
     ``d_top``, ``d_cnt``, ``d_len``: each document's non-zero topics and their counts
-    (document ``d``'s ``d_len[d]`` of them at ``doc_ptr[d]``; from :func:`_doc_topic_lists`),
-    kept up to date here, and ``idx`` the documents' tokens with words in the range,
-    ascending: a part then loads a document's counts from its list and visits only its own
-    tokens. With ``build`` (a document range's first part) the lists are made here instead:
-    each document is counted from ``z`` (its topics in the order of their first
-    tokens) and its list written, also where none of its tokens
-    is in the range. Or an empty ``d_len``: every token of the documents is visited and each
-    document counted from ``z`` (``d_top``, ``d_cnt``, ``idx``, ``build`` unused). Either
-    draw is exact; the order of a document's topics in the list (which the document bucket's
-    draw walks) differs, so the chains do.
+    (document ``d``'s ``d_len[d]`` of them at ``doc_ptr[d]``), kept up to date here, and
+    ``idx`` the documents' tokens with words in the range, ascending: a part then loads a
+    document's counts from its list and visits only its own tokens. With ``build`` (a
+    document range's first part) the lists are made here instead: each document is counted
+    from ``z`` (its topics in the order of their first tokens) and its list written, also
+    where none of its tokens is in the range. Or an empty ``d_len``: every token of the
+    documents is visited and each document counted from ``z`` (``d_top``, ``d_cnt``,
+    ``idx``, ``build`` unused). Either draw is exact; the order of a document's topics in
+    the list (which the document bucket's draw walks) differs, so the chains do.
     """
     n_topics = n_k.shape[0]
     v_beta = n_words * beta
