@@ -53,6 +53,7 @@ def main(argv=None) -> int:
     from biglda.samplers import cgs_cpu as m
 
     states = []  # (density, moves, sparse s/token, dense s/token)
+    pool = ThreadPoolExecutor(max(1, args.threads - 1))  # (--threads > 1)
     print("| corpus | K | sweep | density | moves (est., ms) | moved | density x moves | "
           "SparseLDA µs/token | dense µs/token | faster | default picks |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -66,7 +67,6 @@ def main(argv=None) -> int:
         alpha, beta = np.full(n_topics, 0.1), 0.01
         sampler = m.CGSSampler()
         forced = {"sparse": m.CGSSampler(dense_above=2.0), "dense": m.CGSSampler(dense_above=0.0)}
-        pool = ThreadPoolExecutor(max(1, args.threads - 1))
         for it in range(sweeps[-1] + 1):
             if it in sweeps:
                 density = m._row_density(tokens, n_wk, m._DENSITY_ENTRIES)
@@ -102,6 +102,7 @@ def main(argv=None) -> int:
             sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
                           RandomKey(0, it))
 
+    pool.shutdown()
     default = m.CGSSampler()
     rules = {f"the default on {args.threads} thread(s)":
              lambda d, mv: default.kernel_for(d, mv, args.threads) == "sparse",

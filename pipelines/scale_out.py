@@ -158,9 +158,9 @@ def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> l
         n_cpu = os.cpu_count() or 1
         for name, r in res.items():
             used = min(n_cpu, layout_cores(name))
-            if name == base or used < 2:
-                continue
             ceiling = cpu_ceiling(res[base], r, used)
+            if name == base or used < 2 or ceiling <= 0 or not res[base]["tokens_per_s"]:
+                continue
             got = r["tokens_per_s"] / res[base]["tokens_per_s"]
             lines.append(f"- {name}: CPU-bound ceiling {ceiling:.2f}x 1x1 ({used} cores at its "
                          f"kernel + other CPU a token against 1x1's kernel CPU); measured "
