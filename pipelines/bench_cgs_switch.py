@@ -46,6 +46,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="time the kernels' partitioned sweeps on this many threads")
     args = ap.parse_args(argv)
+    if args.threads < 1:
+        ap.error(f"--threads must be at least 1, got {args.threads}")
     from concurrent.futures import ThreadPoolExecutor
 
     from biglda.corpus import Corpus

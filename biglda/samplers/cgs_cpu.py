@@ -218,15 +218,14 @@ def _dense_part(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, d_lo
         lo = doc_ptr[d]
         hi = doc_ptr[d + 1]
         if kept:
+            n_dk = doc_counts[d - d_lo]  # the document's row
             if build:
-                row = doc_counts[d - d_lo]
-                row[:] = 0
+                n_dk[:] = 0
                 for i in range(lo, hi):
-                    row[z[i]] += 1
+                    n_dk[z[i]] += 1
             if j_doc == idx.shape[0] or idx[j_doc] >= hi:
                 continue  # none of its tokens here
-            # the document's row, all K coefficients anew (the values counting gives)
-            n_dk = doc_counts[d - d_lo]
+            # all K coefficients anew (the values counting gives)
             for k in range(n_topics):
                 qc[k] = (alpha[k] + n_dk[k]) * coef[k]
             run_lo = j_doc
