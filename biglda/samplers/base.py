@@ -18,13 +18,16 @@ from biglda.samplers.rng import RandomKey
 
 # Sampler.sweep (and a sweep on several threads, biglda.samplers.partition) takes the delta
 # from a snapshot of n_wk when the rows hold at most this many entries per token of the shard
-# (a transient copy of <= 32 bytes a token), else by comparing z with a copy. On Debian at
-# K = 100 (0.8 entries a token) the snapshot and diff take 5-7 ms a sweep against 70-100 ms
-# for bucketing 50-97% moved tokens by word (pipelines/README.md, "cgs's start"); at 5
-# entries a token (synth4m, K = 1,000) one-thread sweeps were still 16% (lightlda) and 7%
-# (cgs) faster with it, and two-thread sweeps faster from 2.5 to 23.6 (pipelines/README.md,
-# "Sixth session"). It was 2 until then.
-SNAPSHOT_ENTRIES_PER_TOKEN = 8
+# (a copy of <= 64 bytes a token), else by comparing z with a copy. On Debian at K = 100 (0.8
+# entries a token) the snapshot and diff take 5-7 ms a sweep against 70-100 ms for bucketing
+# 50-97% moved tokens by word (pipelines/README.md, "cgs's start"); at 5 entries a token
+# (synth4m, K = 1,000) one-thread sweeps were still 16% (lightlda) and 7% (cgs) faster with
+# it ("Sixth session"). It was 8 until the thirteenth session: two processes of synth4m at
+# K = 1,000 hold 10 entries a token each, and there the snapshot was faster a sweep by 6%
+# (lightlda, one thread and two) and 5-14% (cgs); at 20 entries a token by 4-8% and 0-6%
+# (pipelines/bench_snapshot.py; "Thirteenth session"). Not higher: the copy is kept between
+# sweeps on several threads, a second table.
+SNAPSHOT_ENTRIES_PER_TOKEN = 16
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,8 @@ def check_sweep_settings(alpha, beta, n_words, key, n_rows: int, n_topics: int) 
 class Sampler:
     """One (algorithm, backend) sampler. Subclasses implement :meth:`_run`.
 
-    Constructors only store settings; :meth:`sweep` does the work.
+    Constructors only store settings; :meth:`sweep` does the work. A sampler runs one
+    sweep at a time (it keeps buffers from one to the next): threads take one each.
     """
 
     algorithm: str = ""
@@ -202,7 +206,7 @@ class Sampler:
             # bucket the moves by word (scattered, O(moves)); the same COO either way, as
             # nothing but the sweep's own moves changes n_wk while it runs (the trainer
             # touches a thread's table only between sweeps)
-            n_wk_old, n_k_old = n_wk.copy(), n_k.copy()
+            n_wk_old, n_k_old = self._snapshot(n_wk), n_k.copy()
             accept_rate = self._run(tokens, doc_ptr, z, n_wk, n_k, alpha, float(beta),
                                     float(n_words), key.state())
             words, topics, counts = _dense_delta(n_wk_old, n_wk)
@@ -215,6 +219,21 @@ class Sampler:
                                                           n_wk.shape[1])
         return SweepResult(words, topics, counts, delta_k, int(tokens.shape[0]), accept_rate,
                            time.perf_counter() - t0)
+
+    def _snapshot(self, n_wk: np.ndarray) -> np.ndarray:
+        """Copy ``n_wk`` into this sampler's buffer of its last snapshot, where it fits.
+
+        A fresh copy of a table of 80 MB took 54-193 ms where its pages were new (each
+        faults), 4-7 ms into pages kept from the sweep before (the VM, synth4m at
+        K = 1,000; pipelines/README.md, "Thirteenth session"). The trainer keeps a sampler
+        per thread, so no two sweeps share the buffer.
+        """
+        buf = getattr(self, "_snapshot_rows", None)
+        if buf is None or buf.shape != n_wk.shape or buf.dtype != n_wk.dtype:
+            buf = np.empty_like(n_wk)
+            self._snapshot_rows = buf
+        np.copyto(buf, n_wk)
+        return buf
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         raise NotImplementedError

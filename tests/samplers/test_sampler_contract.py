@@ -114,6 +114,28 @@ def test_delta_from_snapshot_equals_delta_from_moves(sampler_case, sampler, monk
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
 
 
+def test_one_sampler_snapshot_delta_over_sweeps_and_shapes(sampler_case, sampler, monkeypatch):
+    # A sampler keeps its snapshot buffer from one sweep to the next: every sweep's delta
+    # must still be that sweep's own change, also after a table of another shape.
+    if sampler_case.kind != "cpu":
+        pytest.skip("the GPU samplers build their delta on the device")
+    import biglda.samplers.base as base
+
+    monkeypatch.setattr(base, "SNAPSHOT_ENTRIES_PER_TOKEN", 10**6)  # always the snapshot
+    for seed, n_topics in ((7, 6), (8, 6), (9, 4), (10, 6)):
+        tokens, doc_ptr, n_words = _corpus_for(sampler_case, seed=seed)
+        z = init_z(len(tokens), n_topics, RandomKey(seed, -1))
+        n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+        for it in range(2):
+            before = n_wk.copy()
+            res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.2, 0.05, n_words,
+                                RandomKey(seed, it))
+            assert len(res.delta_counts) > 0
+            np.add.at(before, (res.delta_words, res.delta_topics), res.delta_counts)
+            np.testing.assert_array_equal(before, n_wk)
+            np.testing.assert_array_equal(n_wk, count_from_z(tokens, doc_ptr, z, n_words,
+                                                             n_topics)[0])
+
 def test_same_seed_same_z_and_different_seeds_differ(sampler_case, synthetic):
     # On a GPU only the single-block mode is reproducible (many blocks race on the counts)
     case = sampler_case
