@@ -23,10 +23,11 @@ from biglda.samplers.rng import RandomKey
 # 50-97% moved tokens by word (pipelines/README.md, "cgs's start"); at 5 entries a token
 # (synth4m, K = 1,000) one-thread sweeps were still 16% (lightlda) and 7% (cgs) faster with
 # it ("Sixth session"). It was 8 until the thirteenth session: two processes of synth4m at
-# K = 1,000 hold 10 entries a token each, and there the snapshot was faster a sweep by 6%
-# (lightlda, one thread and two) and 5-14% (cgs); at 20 entries a token by 4-8% and 0-6%
-# (pipelines/bench_snapshot.py; "Thirteenth session"). Not higher: the copy is kept between
-# sweeps on several threads, a second table.
+# K = 1,000 hold 10 entries a token each, and there the snapshot was faster a sweep by 4-6%
+# (lightlda, one thread and two) and 5-14% (cgs); at 20 entries a token by 6-8% and 0-6%
+# (pipelines/bench_snapshot.py; "Thirteenth session"). Not higher: the copy is kept from
+# one sweep to the next (Sampler._snapshot, the partitioned sweeps' layouts), a second
+# table.
 SNAPSHOT_ENTRIES_PER_TOKEN = 16
 
 
