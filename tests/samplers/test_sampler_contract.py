@@ -136,6 +136,7 @@ def test_one_sampler_snapshot_delta_over_sweeps_and_shapes(sampler_case, sampler
             np.testing.assert_array_equal(n_wk, count_from_z(tokens, doc_ptr, z, n_words,
                                                              n_topics)[0])
 
+
 def test_same_seed_same_z_and_different_seeds_differ(sampler_case, synthetic):
     # On a GPU only the single-block mode is reproducible (many blocks race on the counts)
     case = sampler_case
