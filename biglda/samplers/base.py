@@ -31,6 +31,16 @@ from biglda.samplers.rng import RandomKey
 SNAPSHOT_ENTRIES_PER_TOKEN = 16
 
 
+def buffer_like(buf: np.ndarray | None, like: np.ndarray) -> np.ndarray:
+    """Return ``buf`` where it has ``like``'s shape and dtype, else a new empty array.
+
+    For copies made every sweep: pages kept from the sweep before cost no faults.
+    """
+    if buf is None or buf.shape != like.shape or buf.dtype != like.dtype:
+        return np.empty_like(like)
+    return buf
+
+
 @dataclass(frozen=True)
 class SweepResult:
     """What one sweep changed, for the parameter server and the metrics.
@@ -157,6 +167,7 @@ class Sampler:
 
     algorithm: str = ""
     backend: str = "cpu"
+    _snapshot_rows: np.ndarray | None = None  # (the buffer of the last snapshot)
 
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -> SweepResult:
         """Resample every token of one shard once.
@@ -229,10 +240,7 @@ class Sampler:
         K = 1,000; pipelines/README.md, "Thirteenth session"). The trainer keeps a sampler
         per thread, so no two sweeps share the buffer.
         """
-        buf = getattr(self, "_snapshot_rows", None)
-        if buf is None or buf.shape != n_wk.shape or buf.dtype != n_wk.dtype:
-            buf = np.empty_like(n_wk)
-            self._snapshot_rows = buf
+        self._snapshot_rows = buf = buffer_like(self._snapshot_rows, n_wk)
         np.copyto(buf, n_wk)
         return buf
 

@@ -183,7 +183,8 @@ class Partition:
         n_r, lag = self.n_ranges, max(1, int(self.lag))
         prefix = [n_k.copy()]  # prefix[c]: the sweep's start plus the moves of steps < c
         step_moves = [np.zeros_like(n_k) for _ in range(n_r)]
-        own = {}  # (i, s): part (i, s)'s moves, while a later part of range i needs them
+        # (i, s): part (i, s)'s moves, while a later part of range i needs them
+        own: dict[tuple[int, int], np.ndarray] = {}
         left = [n_r] * n_r  # parts of each step not done yet
         done = np.zeros((n_r, n_r), dtype=bool)  # [s, i]
         results: list[Any] = [None] * (n_r * n_r)
@@ -289,9 +290,7 @@ class Partition:
         into the buffer of the layout's last sweep where it fits (fresh pages cost a fault
         each).
         """
-        rows = self.layout.take("snapshot")
-        if rows is None or rows.shape != n_wk.shape or rows.dtype != n_wk.dtype:
-            rows = np.empty_like(n_wk)
+        rows = base.buffer_like(self.layout.take("snapshot"), n_wk)
         cut = self.row_chunks(n_wk.shape[0])
         self.on_threads(np.copyto, [(rows[cut[j]:cut[j + 1]], n_wk[cut[j]:cut[j + 1]])
                                     for j in range(len(cut) - 1)])
