@@ -44,6 +44,35 @@ EMBEDDED_MEMORY_CONFIG = {
 # configured is kept.
 EMBEDDED_PROFILE_INTERVAL = "1s"
 _DASK_PROFILE_INTERVAL = "10ms"  # distributed's default
+# Every Dask server (the scheduler, each nanny and each worker) wakes its event loop every
+# 20 ms by default to time it (``distributed.admin.tick.interval``; a loop late by more than
+# ``tick.limit``, 3 s, is logged as unresponsive). An idle embedded cluster of one worker
+# spent 4.9-5.4% of a core, 1.4-1.5% at 500 ms; in a 1 x 2 training run the threads besides
+# the two sampling ones fell from 12.2-12.9% of a core to 8.4-8.9%, CPU the sampling threads
+# lack where they hold both cores (pipelines/README.md, "Fourteenth session"). A 500 ms tick
+# still catches a loop blocked for 3 s. A value the user configured is kept.
+EMBEDDED_TICK_INTERVAL = "500ms"
+_DASK_TICK_INTERVAL = "20ms"  # distributed's default
+
+
+def embedded_timing_config() -> dict[str, str]:
+    """Return the embedded cluster's profiler and tick intervals where the user kept Dask's.
+
+    >>> import dask, distributed
+    >>> with dask.config.set({"distributed.admin.tick.interval": "20ms"}):
+    ...     embedded_timing_config()["distributed.admin.tick.interval"]
+    '500ms'
+    >>> with dask.config.set({"distributed.admin.tick.interval": "50ms"}):
+    ...     "distributed.admin.tick.interval" in embedded_timing_config()
+    False
+    """
+    import dask
+
+    ours = {"distributed.worker.profile.interval": (_DASK_PROFILE_INTERVAL,
+                                                    EMBEDDED_PROFILE_INTERVAL),
+            "distributed.admin.tick.interval": (_DASK_TICK_INTERVAL, EMBEDDED_TICK_INTERVAL)}
+    return {key: value for key, (default, value) in ours.items()
+            if dask.config.get(key, default) == default}
 
 
 
@@ -141,10 +170,8 @@ def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
     # a nanny forks its worker process: it has imported distributed already (the start of a
     # worker costs no second interpreter start and import), and it holds no CUDA context or
     # numba state a fork could break (the worker imports numba after the fork)
-    profile = ({"distributed.worker.profile.interval": EMBEDDED_PROFILE_INTERVAL}
-               if dask.config.get("distributed.worker.profile.interval") == _DASK_PROFILE_INTERVAL
-               else {})
-    with dask.config.set({**EMBEDDED_MEMORY_CONFIG, **profile,
+    timing = embedded_timing_config()
+    with dask.config.set({**EMBEDDED_MEMORY_CONFIG, **timing,
                           "distributed.worker.multiprocessing-method": "fork"}):
         inherited = {k: v for k, v in dask.config.global_config.items() if k != "logging"}
         config = dask.config.serialize(inherited)
@@ -163,7 +190,8 @@ def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
     # the worker processes ignore SIGINT and sit in sessions of their own, so a Ctrl-C
     # (sent to the terminal's process group) reaches the driver only, which stops cleanly with
     # a checkpoint; they exit when the driver is gone (biglda.trainer.cluster_preload)
-    with ignore_sigint():
+    # the scheduler, in this process, reads its tick interval when it starts
+    with ignore_sigint(), dask.config.set(timing):
         cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARN,
                               name="biglda")
     try:

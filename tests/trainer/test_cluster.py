@@ -51,3 +51,37 @@ def test_worker_processes_die_with_a_killed_driver(tmp_path):
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in pids if _alive(p)]
+
+
+def _intervals(client) -> list[tuple[float, str]]:
+    """(tick interval s, profile interval) of the scheduler, each worker and each nanny."""
+    import dask
+
+    def of(dask_worker) -> tuple[float, str]:
+        return dask_worker._tick_interval, dask.config.get("distributed.worker.profile.interval")
+
+    sched = client.cluster.scheduler
+    return [(sched._tick_interval, dask.config.get("distributed.worker.profile.interval")),
+            *client.run(of).values(), *client.run(of, nanny=True).values()]
+
+
+def test_embedded_cluster_ticks_slower_unless_the_user_set_it():
+    """Every server of the embedded cluster, the in-process scheduler too, ticks at 500 ms
+    (Dask's 20 ms cost ~4% of a core: biglda.trainer.cluster); a user's interval is kept."""
+    import dask
+    import distributed  # noqa: F401  (its config defaults, before they are set here)
+
+    from biglda.trainer.cluster import connect
+
+    with dask.config.set({"distributed.admin.tick.interval": "20ms",
+                          "distributed.worker.profile.interval": "10ms"}):
+        with connect(workers=1) as client:
+            got = _intervals(client)
+        assert [t for t, _ in got] == [0.5, 0.5, 0.5]
+        assert [p for _, p in got[1:]] == ["1s", "1s"]  # the workers' profiler
+    with dask.config.set({"distributed.admin.tick.interval": "50ms",
+                          "distributed.worker.profile.interval": "200ms"}):
+        with connect(workers=1) as client:
+            got = _intervals(client)
+        assert [t for t, _ in got] == [0.05, 0.05, 0.05]
+        assert [p for _, p in got[1:]] == ["200ms", "200ms"]
