@@ -56,6 +56,11 @@ class ShardCache:
         # local ids [split[a], split[a+1]) live on table shard a
         self.split = np.searchsorted(self.vocab, self.bounds).astype(np.int64)
         self.split[0], self.split[-1] = 0, len(self.vocab)
+        # every word of the table: local ids are the global ones (one process that holds the
+        # corpus), and a push sends its delta's ids as they are, no gather (an id out of
+        # range is still one out of the table's, which checks)
+        self.identity = (len(self.vocab) == int(self.bounds[-1])
+                         and int(self.vocab[-1]) == len(self.vocab) - 1)
         self.n_wk = np.zeros((len(self.vocab), self.n_topics), dtype=np.int32)
         self.n_k = np.zeros(self.n_topics, dtype=np.int64)
         self.received: list[np.ndarray | None] = [None] * (len(self.bounds) - 1)
@@ -73,6 +78,8 @@ class ShardCache:
 
     def local_ids(self, words: np.ndarray) -> np.ndarray:
         """Return the rows of ``n_wk`` of global word ids, all in the vocabulary."""
+        if self.identity:
+            return np.asarray(words, dtype=np.int32)
         if self._rows is not None:
             return self._rows[words]
         return np.searchsorted(self.vocab, words).astype(np.int32)
@@ -85,13 +92,19 @@ class ShardCache:
     def _by_table_shard(self, words: np.ndarray, *arrays: np.ndarray) -> list[tuple]:
         """Split a COO delta (local word ids) into one part per table shard (global ids)."""
         n_parts = len(self.bounds) - 1
+        # (the identity's ids go as they are; the table checks that they are in its range)
+        ids = ((lambda w: w) if self.identity and words.dtype == np.int32 else
+               (lambda w: take_ids(self.vocab, w)))
         if n_parts == 1:
-            return [(take_ids(self.vocab, words), *arrays)]
+            return [(ids(words), *arrays)]
         if len(words) < 2 or bool(np.all(words[1:] >= words[:-1])):
-            # sweep deltas come sorted by word: each table shard's part is a slice
+            # sweep deltas come sorted by word: each table shard's part is a slice (an id
+            # past the ends would fall in none)
+            if len(words) and (words[0] < 0 or words[-1] >= len(self.vocab)):
+                raise IndexError(f"local word ids {words[0]}..{words[-1]} outside "
+                                 f"[0, {len(self.vocab)})")
             cuts = np.searchsorted(words, self.split)
-            return [(take_ids(self.vocab, words[cuts[a]:cuts[a + 1]]),
-                     *(x[cuts[a]:cuts[a + 1]] for x in arrays))
+            return [(ids(words[cuts[a]:cuts[a + 1]]), *(x[cuts[a]:cuts[a + 1]] for x in arrays))
                     for a in range(n_parts)]
         part = np.searchsorted(self.split, words, side="right") - 1
         order = np.argsort(part, kind="stable")

@@ -214,17 +214,26 @@ class TableShard:
             self.n_ignored += 1
             return False
         words = np.asarray(words)
-        if first_outside(words, self.row_start, self.row_stop) >= 0:
-            raise ValueError(f"push to table shard {self.index} has word ids outside "
-                             f"[{self.row_start}, {self.row_stop})")
         # the rows are the ids themselves on the first table shard (no copy: the log keeps
         # the caller's array, which it does not change, see biglda.ps.calls)
-        rows = (words if self.row_start == 0 and words.dtype == np.int32
-                else (words - self.row_start).astype(np.int32))
+        same = self.row_start == 0 and words.dtype == np.int32
+        cuts = self._chunks(words) if same else None
+        # a large delta sorted by row (a sweep's) is in range if its ends are: its order was
+        # checked by the chunking, on the threads; anything else is read once, here (a read
+        # of the whole delta on one thread was a third of a 1 x 16 clock's push)
+        inside = ((words[0] >= self.row_start and words[-1] < self.row_stop)
+                  if cuts is not None else first_outside(words, self.row_start,
+                                                         self.row_stop) < 0)
+        if not inside:
+            raise ValueError(f"push to table shard {self.index} has word ids outside "
+                             f"[{self.row_start}, {self.row_stop})")
+        rows = words if same else (words - self.row_start).astype(np.int32)
+        if not same:
+            cuts = self._chunks(rows)
         topics = np.asarray(topics).astype(np.int32, copy=False)
         counts = np.asarray(counts).astype(np.int32, copy=False)
         dk = np.zeros(self.n_topics, dtype=np.int64)
-        self.row_ll += self._apply(rows, topics, counts, dk)
+        self.row_ll += self._apply(rows, topics, counts, dk, cuts)
         self.n_k += dk
         self.applied[shard] = clock
         self.n_pushes += 1
@@ -240,33 +249,43 @@ class TableShard:
             self._snapshots[low] = self._state_after(low)
         return True
 
+    def _chunks(self, rows: np.ndarray) -> np.ndarray | None:
+        """Chunk boundaries of a large delta sorted by row, checked on the threads; else None.
+
+        None for a delta below :data:`PARALLEL_APPLY_ENTRIES` entries or not sorted by row:
+        it is applied on one thread. The chunks depend on the delta only.
+        """
+        if len(rows) < PARALLEL_APPLY_ENTRIES:
+            return None
+        return row_chunks(rows, APPLY_CHUNK, self._run)
+
+    def _run(self, f: Any, n: int) -> list[Any]:
+        """``[f(0), ..., f(n - 1)]``, on the worker process's threads where it has several."""
+        pool = _apply_pool(self.apply_threads)
+        return list(map(f, range(n))) if pool is None else list(pool.map(f, range(n)))
+
     def _apply(self, rows: np.ndarray, topics: np.ndarray, counts: np.ndarray,
-               dk: np.ndarray) -> float:
+               dk: np.ndarray, cuts: np.ndarray | None) -> float:
         """Apply a pushed delta to the rows and ``dk``; return the change of ``row_ll``.
 
-        A large delta sorted by row (a sweep's) goes in chunks of whole rows, on the worker
-        process's threads: on one thread the apply was among the largest serial steps of a
-        clock on 16 (pipelines/README.md, "16 cores"). The chunks and the order of the sum
-        depend on the delta only, so the table is the same on any threads.
+        A large delta sorted by row (a sweep's; ``cuts`` from :meth:`_chunks`) goes in chunks
+        of whole rows, on the worker process's threads: on one thread the apply was among the
+        largest serial steps of a clock on 16 (pipelines/README.md, "16 cores"). The chunks
+        and the order of the sum depend on the delta only, so the table is the same on any
+        threads.
         """
         args = (self.beta, self._lg)
-        if len(rows) < PARALLEL_APPLY_ENTRIES:
-            return apply_delta_ll(self.n_wk, rows, topics, counts, *args, dk)
-        pool = _apply_pool(self.apply_threads)
-        run = (lambda f, n: list(map(f, range(n)))) if pool is None else (
-            lambda f, n: list(pool.map(f, range(n))))
-        cuts = row_chunks(rows, APPLY_CHUNK, run)
         if cuts is None:
             return apply_delta_ll(self.n_wk, rows, topics, counts, *args, dk)
         dks = np.zeros((len(cuts) - 1, self.n_topics), dtype=np.int64)
-        self.parallel_applies += pool is not None
+        self.parallel_applies += _apply_pool(self.apply_threads) is not None
 
         def chunk(i: int) -> float:
             a, b = cuts[i], cuts[i + 1]
             return apply_delta_ll(self.n_wk, rows[a:b], topics[a:b], counts[a:b], *args,
                                   dks[i])
 
-        lls = run(chunk, len(cuts) - 1)
+        lls = self._run(chunk, len(cuts) - 1)
         dk += dks.sum(axis=0)
         return float(sum(lls))  # in chunk order
 

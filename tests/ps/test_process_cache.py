@@ -94,3 +94,37 @@ def test_one_process_costs_the_server_no_fold():
     np.testing.assert_array_equal(cache.n_wk, actor.n_wk[cache.vocab])
     assert actor.fold_entries == actor.pull_gathered == actor.pull_own == 0
     assert actor.pull_entries_out == 0
+
+
+@pytest.mark.parametrize("n_parts", [1, 2])
+def test_a_cache_of_every_word_pushes_its_ids_as_they_are(n_parts):
+    # A process that holds every word of the table (one process of the corpus): its local ids
+    # are the global ones, so its pushes skip the mapping and the table still ends equal to
+    # the truth; a word missing (a sparser process) keeps the mapping. An id past the
+    # vocabulary is still refused (by the table, or where the push is cut by table shard).
+    rng = np.random.default_rng(5)
+    n_words = 12
+    bounds = row_bounds(n_words, n_parts)
+    actors = [TableShard(a, int(bounds[a]), int(bounds[a + 1]), K, 1, 0.1)
+              for a in range(n_parts)]
+    tables = TableClient(tuple(InProcess(a) for a in actors), bounds)
+    tokens = np.concatenate([np.arange(n_words), rng.integers(0, n_words, 200)]).astype(np.int32)
+    cache = cache_module.ShardCache(0, tokens, bounds, K)
+    assert cache.identity
+    assert not cache_module.ShardCache(0, tokens[tokens != 3], bounds, K).identity
+    assert not cache_module.ShardCache(0, tokens[tokens != n_words - 1], bounds, K).identity
+    truth = np.zeros((n_words, K), dtype=np.int64)
+    cache.n_wk += 3
+    cache.push_counts(tables, -1, cache.n_wk, 5.0)
+    truth += 3
+    for clock in range(4):
+        words, topics, counts, _ = moves(rng, cache.n_wk, 8)
+        add_coo(cache.n_wk, words.astype(np.int64), topics, counts)
+        cache.push(tables, clock, words, topics, counts, 5.0)
+        np.add.at(truth, (words, topics), counts)
+    table = np.concatenate([a.n_wk for a in actors])
+    np.testing.assert_array_equal(table, truth)
+    np.testing.assert_array_equal(cache.local_ids(np.arange(n_words)), np.arange(n_words))
+    with pytest.raises((ValueError, IndexError), match="outside"):
+        cache.push(tables, 9, np.array([n_words], np.int32), np.array([0], np.int32),
+                   np.array([1], np.int32), 5.0)

@@ -48,6 +48,28 @@ def test_chunked_push_equals_one_apply(monkeypatch, sort, threads):
         pool.shutdown()
 
 
+@pytest.mark.parametrize("where", ["first", "last", "middle, unsorted"])
+def test_large_push_with_an_id_out_of_range_is_refused_before_any_change(monkeypatch, where):
+    # a large sorted delta's range is checked by its ends (its order is checked while it is
+    # cut into chunks); an unsorted one is read whole: either way nothing is applied
+    monkeypatch.setattr(table_mod, "PARALLEL_APPLY_ENTRIES", 300)
+    monkeypatch.setattr(table_mod, "APPLY_CHUNK", 64)
+    rng = np.random.default_rng(3)
+    n_rows, n_topics = 40, 7
+    ts = TableShard(0, 0, n_rows, n_topics, n_shards=1, beta=0.1)
+    rows, topics, counts = _delta(rng, n_rows, n_topics, 2000)
+    if where == "first":
+        rows[0] = -1
+    elif where == "last":
+        rows[-1] = n_rows
+    else:
+        rows[1000] = n_rows
+    with pytest.raises(ValueError, match="outside"):
+        ts.push(0, 0, rows, topics, counts)
+    assert not ts.n_wk.any() and not ts.n_k.any() and ts.row_ll == 0.0
+    assert ts.info()["pushes"] == 0
+
+
 def test_row_chunks_keep_rows_whole_and_refuse_unsorted():
     rng = np.random.default_rng(1)
     rows = np.sort(rng.integers(0, 50, 5000)).astype(np.int32)
