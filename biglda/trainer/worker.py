@@ -137,8 +137,10 @@ def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray
     return np.asarray(got[1], dtype=np.float64)
 
 
-#: Tokens per run of documents of the doc LL (runs are shared out to the threads).
-LL_RUN_TOKENS = 1 << 20
+#: Tokens per run of documents of the doc LL (runs are shared out to the threads): small
+#: enough that 16 threads get several each (20 runs of 2^20 on 16 threads took two runs'
+#: time), large enough that a run's call costs nothing beside it.
+LL_RUN_TOKENS = 1 << 18
 
 
 class _ShardState:
