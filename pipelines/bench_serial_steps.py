@@ -8,13 +8,17 @@ its old form and in its current one:
 * the sweep's argument scans: NumPy's ``min``/``max`` of the tokens, ``_check_z`` and
   ``np.array_equal`` with the cached tokens (old), against ``warplda_cpu._scan_part`` over
   the whole range (now: one part of it per thread);
-* the gather of the sweep's delta from its blocks (``_gather_part`` over all blocks, fresh
-  output arrays as in a sweep; now one part per thread);
+* the push's range check at the table: every id read (old, ``first_outside``) against a
+  large sorted delta's ends (now: its order is checked anyway, on the threads, while it is
+  cut into chunks for the apply, whose time below includes that);
 * the push's preparation: local ids copied to int64 and mapped with a NumPy gather (old)
-  against ``ShardCache._by_table_shard`` on the int32 ids (``take_ids``);
+  against ``ShardCache._by_table_shard`` on the int32 ids (now: no gather at all where the
+  cache holds every word of the table, as one process of this corpus does);
 * the table's apply of that delta: one ``apply_delta_ll`` (old) against
   ``TableShard._apply`` in chunks of whole rows on a pool of ``--apply-threads`` threads.
 
+(The gather of the sweep's delta from its blocks, once a step of its own, runs inside the
+sweep's claimed parts since warplda's threads claim their runs in numba; not timed here.)
 Best of ``--repeats`` in milliseconds. Usage (from the repository root, about a minute)::
 
     .venv/bin/python pipelines/bench_serial_steps.py --corpus runs/synth20m.zarr
@@ -51,7 +55,7 @@ def main() -> None:
     import biglda.ps.table as table_mod
     import biglda.samplers.warplda_cpu as warp
     from biglda.corpus import Corpus
-    from biglda.ps._kernels import apply_delta_ll, lgamma_table
+    from biglda.ps._kernels import apply_delta_ll, first_outside, lgamma_table
     from biglda.ps.cache import ShardCache
     from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
     from biglda.samplers._kernels import _check_z
@@ -65,18 +69,9 @@ def main() -> None:
     z = init_z(len(tokens), k, RandomKey(0, -1))
     n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_rows, k)
     sampler = get_sampler("warplda")
-    gathers: list[tuple] = []
-    gather = warp._gather_part
-
-    def keep_gather(*a):  # the sweep's own call: keep its inputs to time it again
-        gathers.append(a)
-        return gather(*a)
-
-    warp._gather_part = keep_gather
     for it in range(1, args.sweeps + 1):
         res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, corpus.n_words,
                             RandomKey(0, it))
-    warp._gather_part = gather
     print(f"{args.corpus}: {len(tokens):,} tokens, K = {k}, the delta of sweep {args.sweeps}: "
           f"{len(res.delta_words):,} entries; one thread, best of {args.repeats}, ms\n")
     print("| step | old | now |\n|---|---|---|")
@@ -88,23 +83,15 @@ def main() -> None:
                   args.repeats)
     print(f"| argument scans and the cached-order test | {old:.1f} | {new:.1f} |")
 
-    b_lo, b_hi, *rest = gathers[-1]
-    n_out = len(rest[-1])
-
-    def regather():
-        out = [np.empty(n_out, dtype=np.int32) for _ in range(3)]
-        gather(b_lo, b_hi, *rest[:-3], *out)
-
-    print(f"| the delta's gather (fresh output) | {best_ms(regather, args.repeats):.1f} | "
-          "(the same work, in one part per thread) |")
-
     words, topics, counts = res.delta_words, res.delta_topics, res.delta_counts
     old = best_ms(lambda: cache.vocab[np.asarray(words, dtype=np.int64)], args.repeats)
     new = best_ms(lambda: cache._by_table_shard(words, topics, counts), args.repeats)
     print(f"| the push's id mapping | {old:.1f} | {new:.1f} |")
-
-    rows = cache._by_table_shard(words, topics, counts)[0][0]
+    old = best_ms(lambda: first_outside(words, 0, corpus.n_words), args.repeats)
+    new = best_ms(lambda: words[0] >= 0 and words[-1] < corpus.n_words, args.repeats)
+    print(f"| the table's range check (now: a sorted delta's ends) | {old:.1f} | {new:.1f} |")
     shard = table_mod.TableShard(0, 0, corpus.n_words, k, 1, 0.01)
+    rows = cache._by_table_shard(words, topics, counts)[0][0]
     after = np.zeros_like(shard.n_wk)
     after[cache.vocab] = n_wk  # the table after the last sweep
     lg = lgamma_table(0.01)
@@ -123,8 +110,8 @@ def main() -> None:
 
     old = apply_ms(lambda: apply_delta_ll(shard.n_wk, rows, topics, counts, 0.01, lg, dk))
     with ThreadPoolExecutor(args.apply_threads) as pool:
-        table_mod._apply_pool = lambda: pool  # as in a worker of that many threads
-        new = apply_ms(lambda: shard._apply(rows, topics, counts, dk))
+        table_mod._apply_pool = lambda n: pool  # as in a worker of that many threads
+        new = apply_ms(lambda: shard._apply(rows, topics, counts, dk, shard._chunks(rows)))
     print(f"| the table's apply (now on {args.apply_threads} threads) | {old:.1f} | "
           f"{new:.1f} |")
 
