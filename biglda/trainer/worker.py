@@ -559,8 +559,10 @@ def _shard_stats(proc: _ProcessState, results: list[tuple[Any, float]], times: d
                  process_cpu: float) -> dict[int, ShardClockStats]:
     """Return each shard's share of its thread's clock, by tokens.
 
-    Its busy time ends when the process's does, so sums over a worker's shards are its
-    threads' times; the bytes moved and the process's CPU go to the lead shard.
+    Its busy time ends when the process's does, and its wait is its share of the process's,
+    so sums over a worker's shards are its threads' times (until the fifteenth session each
+    shard reported the whole wait: a process of 16 shards summed 16 of them); the bytes
+    moved and the process's CPU go to the lead shard.
     """
     out = {}
     for part, (res, kcpu) in zip(proc.threads, results, strict=True):
@@ -569,7 +571,7 @@ def _shard_stats(proc: _ProcessState, results: list[tuple[Any, float]], times: d
             f = (st.hi - st.lo) / n
             t = times
             waited = t["end"] - f * (t["end"] - t["waited"])
-            shifted = {"start": waited - (t["waited"] - t["start"]), "waited": waited,
+            shifted = {"start": waited - f * (t["waited"] - t["start"]), "waited": waited,
                        "end": t["end"]}
             for k in ("pull", "sweep", "ll", "push"):
                 shifted[k] = waited + f * (t[k] - t["waited"])

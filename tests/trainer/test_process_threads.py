@@ -155,3 +155,33 @@ def test_warplda_sweeps_a_process_on_all_its_threads(synth_corpus, recount):
     for s in one.shards:
         np.testing.assert_array_equal(two.z[s.index], one.z[s.index])
     assert [h["ll"] for h in two.history] == [h["ll"] for h in one.history]
+
+
+def test_a_process_clock_is_shared_by_its_shards_wait_included():
+    # A process of 2 threads, the first of 3 shards (100, 200 and 100 tokens), the second of
+    # 1 (400): each shard reports its share of its thread's time by tokens, so the sums over
+    # the process's shards are its own times: 1 s waited, 2.5 s clock (the wait was each
+    # shard's in full until the fifteenth session: 1 + 1 + 1 + 1 = 4 s for 1 s waited).
+    from types import SimpleNamespace
+
+    from biglda.trainer.worker import _shard_stats, _ShardState, _ThreadPart
+
+    sizes, lo, shards = (100, 200, 100, 400), 0, []
+    for i, n in enumerate(sizes):
+        shards.append(_ShardState(SimpleNamespace(index=i), lo, np.array([0, n]), 0))
+        lo += n
+    proc = SimpleNamespace(shards=shards,
+                           threads=[_ThreadPart(shards[:3]), _ThreadPart(shards[3:])])
+    times = {"start": 10.0, "waited": 11.0, "pull": 11.1, "sweep": 12.0, "ll": 12.1,
+             "push": 12.2, "end": 12.5}
+    res = SimpleNamespace(seconds=0.8, accept_rate=None)
+    stats = _shard_stats(proc, [(res, 0.7), (res, 0.75)], times, "w", "cpu", 0,
+                         dict.fromkeys(range(4), 0.0), (10, 20), None, 1.5)
+    for thread in (stats[0], stats[1], stats[2]), (stats[3],):
+        assert sum(s["wait_s"] for s in thread) == pytest.approx(1.0)
+        assert sum(s["clock_s"] for s in thread) == pytest.approx(2.5)
+        assert sum(s["kernel_s"] for s in thread) == pytest.approx(0.8)
+        assert sum(s["pull_s"] + s["sweep_s"] + s["ll_s"] + s["push_s"] + s["checkpoint_s"]
+                   for s in thread) == pytest.approx(1.5)
+    assert stats[1]["wait_s"] == pytest.approx(0.5)  # 200 of the thread's 400 tokens
+    assert [stats[i]["bytes_pushed"] for i in range(4)] == [20, 0, 0, 0]
