@@ -138,8 +138,8 @@ def _alpha(spec: GroupSpec, shard: int, clock: int, alpha: np.ndarray
 
 
 #: Tokens per run of documents of the doc LL (runs are shared out to the threads): small
-#: enough that 16 threads get several each (20 runs of 2^20 on 16 threads took two runs'
-#: time), large enough that a run's call costs nothing beside it.
+#: enough that 16 threads get several each (20 runs of 2^20 on 16 threads take at least two
+#: runs' time), large enough that a run's call costs nothing beside it.
 LL_RUN_TOKENS = 1 << 18
 
 
