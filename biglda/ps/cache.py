@@ -112,7 +112,7 @@ class ShardCache:
         out = []
         for a in range(n_parts):
             idx = order[cuts[a]:cuts[a + 1]]
-            out.append((take_ids(self.vocab, words[idx]), *(x[idx] for x in arrays)))
+            out.append((ids(words[idx]), *(x[idx] for x in arrays)))
         return out
 
     def push(self, tables: TableClient, clock: int, words: np.ndarray, topics: np.ndarray,

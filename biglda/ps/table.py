@@ -221,14 +221,16 @@ class TableShard:
         # a large delta sorted by row (a sweep's) is in range if its ends are: its order was
         # checked by the chunking, on the threads; anything else is read once, here (a read
         # of the whole delta on one thread was a third of a 1 x 16 clock's push)
-        inside = ((words[0] >= self.row_start and words[-1] < self.row_stop)
-                  if cuts is not None else first_outside(words, self.row_start,
-                                                         self.row_stop) < 0)
+        if cuts is not None:
+            inside = words[0] >= self.row_start and words[-1] < self.row_stop
+        else:
+            inside = first_outside(words, self.row_start, self.row_stop) < 0
         if not inside:
             raise ValueError(f"push to table shard {self.index} has word ids outside "
                              f"[{self.row_start}, {self.row_stop})")
-        rows = words if same else (words - self.row_start).astype(np.int32)
+        rows = words
         if not same:
+            rows = (words - self.row_start).astype(np.int32)
             cuts = self._chunks(rows)
         topics = np.asarray(topics).astype(np.int32, copy=False)
         counts = np.asarray(counts).astype(np.int32, copy=False)
