@@ -6,7 +6,7 @@ shard, K = ``--topics``, random start, then ``--sweeps`` warplda sweeps), each s
 its old form and in its current one:
 
 * the sweep's argument scans: NumPy's ``min``/``max`` of the tokens, ``_check_z`` and
-  ``np.array_equal`` with the cached tokens (old), against ``warplda_cpu._scan_part`` over
+  ``np.array_equal`` with the cached tokens (old), against ``base.scan_part`` over
   the whole range (now: one part of it per thread);
 * the push's range check at the table: every id read (old, ``first_outside``) against a
   large sorted delta's ends (now: its order is checked anyway, on the threads, while it is
@@ -53,12 +53,12 @@ def main() -> None:
     args = ap.parse_args()
 
     import biglda.ps.table as table_mod
-    import biglda.samplers.warplda_cpu as warp
     from biglda.corpus import Corpus
     from biglda.ps._kernels import apply_delta_ll, first_outside, lgamma_table
     from biglda.ps.cache import ShardCache
     from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
     from biglda.samplers._kernels import _check_z
+    from biglda.samplers.base import scan_part
 
     corpus = Corpus.open(args.corpus)
     k = args.topics
@@ -79,7 +79,7 @@ def main() -> None:
     cached = tokens.copy()
     old = best_ms(lambda: (tokens.min(), tokens.max(), _check_z(z, k),
                            np.array_equal(tokens, cached)), args.repeats)
-    new = best_ms(lambda: warp._scan_part(0, len(tokens), tokens, z, n_rows, k, cached),
+    new = best_ms(lambda: scan_part(tokens, z, 0, len(tokens), n_rows, k, cached),
                   args.repeats)
     print(f"| argument scans and the cached-order test | {old:.1f} | {new:.1f} |")
 

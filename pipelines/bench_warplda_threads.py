@@ -9,12 +9,17 @@ Two measurements on the Debian corpus (ingested once into ``runs/bench``, as
   M tokens/s, median of the sweeps after the first two (the first builds the word order).
 * **passes**: half the documents swept on their own table (one shard: ``local_only``) and
   against the whole corpus's counts (a shared table: the factors G, the global row read per
-  token); milliseconds per sweep in each of the three passes, mean of sweeps 4-8.
+  token), or with ``--whole`` the whole corpus on its own table, on ``--pass-threads``
+  threads; milliseconds per sweep in each phase (the scan of tokens and topics, the three
+  passes, the gather of the delta, the rest), mean of sweeps 4-8. A phase's time is the
+  wall time from its first thread's start to its last thread's end.
 
 Usage (from the repository root, about a minute)::
 
     .venv/bin/python pipelines/bench_warplda_threads.py --topics 1000 --threads 1 2
     .venv/bin/python pipelines/bench_warplda_threads.py --corpus runs/synth20m.zarr --skip-threads
+    .venv/bin/python pipelines/bench_warplda_threads.py --corpus runs/synth20m.zarr \\
+        --skip-threads --whole --pass-threads 16
 """
 
 from __future__ import annotations
@@ -50,51 +55,76 @@ def threads(tokens, doc_ptr, n_words, k, counts, sweeps, rounds) -> dict[int, li
     return out
 
 
-def passes(tokens, doc_ptr, n_words, k) -> dict[str, dict[str, float]]:
-    """Milliseconds per sweep in each pass, half the corpus on its own and on a shared table."""
+#: the sweep's phases and the kernels that run them (each called once per thread or part)
+PHASES = (("scan", "scan_part"), ("pass 1", "_claim_word_proposals"),
+          ("pass 2", "_claim_documents"), ("pass 3", "_claim_word_accept"),
+          ("gather", "_claim_gather"))
+
+
+def passes(tokens, doc_ptr, n_words, k, n_threads=1, whole=False) -> dict[str, dict]:
+    """Milliseconds per sweep in each phase, half the corpus on its own and on a shared table.
+
+    A phase's wall time in a sweep runs from the first of its calls' start to the last's end
+    (its threads' calls; the scan's parts); "other" is the rest of the sweep. ``whole``: the
+    whole corpus on its own table instead (one shard: what one process of it sweeps).
+    """
     import biglda.samplers.warplda_cpu as warp
 
-    cut = (len(doc_ptr) - 1) // 2
-    half, half_ptr = tokens[:doc_ptr[cut]], doc_ptr[:cut + 1]
-    other = tokens[doc_ptr[cut]:]
-    names = ("_pass_word_proposals", "_pass_documents", "_pass_word_accept")
-    timing: dict[str, float] = {}
-    kept = {name: getattr(warp, name) for name in names}
+    if whole:
+        part, part_ptr, other, modes = tokens, doc_ptr, tokens[:0], ("one shard, whole",)
+    else:
+        cut = (len(doc_ptr) - 1) // 2
+        part, part_ptr = tokens[:doc_ptr[cut]], doc_ptr[:cut + 1]
+        other, modes = tokens[doc_ptr[cut]:], ("one shard", "shared table")
+    # (a baseline before the sixteenth session has the scan as ``_scan_part``)
+    names = {name: name if hasattr(warp, name) else "_" + name for _, name in PHASES}
+    kept = {names[name]: getattr(warp, names[name]) for _, name in PHASES}
+    spans: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in PHASES}
 
-    def timed(name):
+    def timed(label, fn):
         def run(*args):
             t0 = time.perf_counter()
-            out = kept[name](*args)
-            timing[name] = timing.get(name, 0.0) + time.perf_counter() - t0
-            return out
+            try:
+                return fn(*args)
+            finally:
+                spans[label].append((t0, time.perf_counter()))
         return run
 
     res = {}
+    pool = ThreadPoolExecutor(n_threads - 1) if n_threads > 1 else None
     try:
-        for name in names:
-            setattr(warp, name, timed(name))
-        for mode in ("one shard", "shared table"):
+        for label, name in PHASES:
+            setattr(warp, names[name], timed(label, kept[names[name]]))
+        for mode in modes:
             sampler = get_sampler("warplda")
-            z = init_z(len(half), k, RandomKey(0, -1, 0))
-            n_wk, n_k = count_from_z(half, half_ptr, z, n_words, k)
+            z = init_z(len(part), k, RandomKey(0, -1, 0))
+            n_wk, n_k = count_from_z(part, part_ptr, z, n_words, k)
             if mode == "shared table":
                 z_other = init_z(len(other), k, RandomKey(0, -1, 1))
                 o_wk, o_k = count_from_z(other, np.array([0, len(other)]), z_other, n_words, k)
                 n_wk += o_wk
                 n_k += o_k
-            t_all = 0.0
+            walls: list[float] = []
+            phase_ms: dict[str, list[float]] = {label: [] for label, _ in PHASES}
             for it in range(1, 9):
-                if it == 4:
-                    timing.clear()
+                for got in spans.values():
+                    got.clear()
                 t0 = time.perf_counter()
-                sampler.sweep(half, half_ptr, z, n_wk, n_k, 0.1, 0.01, n_words, RandomKey(0, it))
+                sampler.sweep(part, part_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
+                              RandomKey(0, it), pool=pool, n_threads=n_threads)
                 if it >= 4:
-                    t_all += time.perf_counter() - t0
-            res[mode] = {"Mtok/s": len(half) * 5 / t_all / 1e6,
-                         **{f"pass {i + 1} ms": 1e3 * timing[n] / 5 for i, n in enumerate(names)}}
+                    walls.append(time.perf_counter() - t0)
+                    for label, got in spans.items():
+                        phase_ms[label].append(
+                            1e3 * (max(e for _, e in got) - min(b for b, _ in got)))
+            ms = {label: statistics.mean(v) for label, v in phase_ms.items()}
+            ms["other"] = 1e3 * statistics.mean(walls) - sum(ms.values())
+            res[mode] = {"Mtok/s": len(part) * len(walls) / sum(walls) / 1e6, "ms": ms}
     finally:
         for name, fn in kept.items():
             setattr(warp, name, fn)
+        if pool is not None:
+            pool.shutdown()
     return res
 
 
@@ -111,6 +141,10 @@ def main() -> None:
                     help="only the passes (one shard against a shared table)")
     ap.add_argument("--skip-passes", action="store_true",
                     help="only the threads table")
+    ap.add_argument("--pass-threads", type=int, default=1,
+                    help="threads of the phases' sweeps (default 1)")
+    ap.add_argument("--whole", action="store_true",
+                    help="phases of the whole corpus on its own table (not half of it)")
     args = ap.parse_args()
     if args.corpus:
         from biglda.corpus.store import Corpus
@@ -127,13 +161,15 @@ def main() -> None:
         thread_table(tokens, doc_ptr, n_words, name, args)
     if args.skip_passes:
         return
-    print(f"\nHalf the documents ({doc_ptr[(len(doc_ptr) - 1) // 2]:,} tokens), ms per sweep "
-          "(mean of sweeps 4-8):\n")
-    print("| table | M tokens/s | pass 1 ms | pass 2 ms | pass 3 ms |\n|---|---|---|---|---|")
-    for mode, r in passes(tokens, doc_ptr, n_words, args.topics).items():
-        print(f"| {mode} | {r['Mtok/s']:.2f} | {r['pass 1 ms']:.1f} | {r['pass 2 ms']:.1f} | "
-              f"{r['pass 3 ms']:.1f} |")
-
+    swept = len(tokens) if args.whole else int(doc_ptr[(len(doc_ptr) - 1) // 2])
+    print(f"\n{'All' if args.whole else 'Half'} the documents ({swept:,} tokens) on "
+          f"{args.pass_threads} thread(s), ms per sweep (mean of sweeps 4-8):\n")
+    labels = [label for label, _ in PHASES] + ["other"]
+    print(f"| table | M tokens/s | {' | '.join(labels)} |\n|---|---|{'---|' * len(labels)}")
+    for mode, r in passes(tokens, doc_ptr, n_words, args.topics, args.pass_threads,
+                          args.whole).items():
+        cells = " | ".join(f"{r['ms'][label]:.1f}" for label in labels)
+        print(f"| {mode} | {r['Mtok/s']:.2f} | {cells} |")
 
 def thread_table(tokens, doc_ptr, n_words, name, args) -> None:
     """Print the threads table: M tokens/s per thread count and round."""

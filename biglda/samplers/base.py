@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _check_z, _dense_delta, _sweep_delta
+from biglda.samplers._kernels import _check_z, _dense_delta, _scan_ranges, _sweep_delta
 from biglda.samplers.rng import RandomKey
 
 # Sampler.sweep (and a sweep on several threads, biglda.samplers.partition) takes the delta
@@ -145,6 +145,31 @@ def token_errors(z, n_rows: int, n_topics: int, bad_token: int, bad_z: int) -> V
     if bad_token >= 0:
         return ValueError(f"tokens must be local word ids in [0, {n_rows})")
     return ValueError(f"z[{bad_z}] = {z[bad_z]} is not a topic in [0, {n_topics})")
+
+
+def scan_part(tokens, z, lo: int, hi: int, n_rows: int, n_topics: int,
+              cached) -> tuple[int, int, bool]:
+    """Check tokens ``[lo, hi)``: ``(first bad word id, first bad topic, equal to cached)``.
+
+    The indexes are -1 where there is none; ``cached`` of another length: nothing to compare
+    (False). A part of the O(N) checks of :func:`check_sweep_args` and of the test that a
+    sampler's kept layout is still that of ``tokens``, for a sweep's threads (nogil).
+
+    Examples
+    --------
+    >>> t = np.array([0, 1, 2], np.int32)
+    >>> scan_part(t, np.array([0, 3, 1], np.uint16), 0, 3, 3, 3, t)
+    (-1, 1, True)
+    """
+    t_lo, t_hi, z_lo, z_hi, same = _scan_ranges(tokens, z, lo, hi, cached)
+    bad_t = bad_z = -1
+    if t_lo < 0 or t_hi >= n_rows:  # (rare: find the first, with a second read)
+        t = tokens[lo:hi]
+        bad_t = lo + int(np.flatnonzero((t < 0) | (t >= n_rows))[0])
+    if z_lo < 0 or z_hi >= n_topics:
+        zz = z[lo:hi]
+        bad_z = lo + int(np.flatnonzero((zz < 0) | (zz >= n_topics))[0])
+    return bad_t, bad_z, bool(same)
 
 
 def check_sweep_settings(alpha, beta, n_words, key, n_rows: int, n_topics: int) -> np.ndarray:

@@ -339,12 +339,18 @@ def scan(tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray, n_rows: int, n_
     pool_cpu = 0.0
     cuts = np.linspace(0, tokens.shape[0], n_threads + 1).astype(np.int64)
 
+    def part(i: int, against: Layout | None) -> tuple:
+        if against is None:  # count the words too
+            return _scan_count(tokens, z, cuts[i], cuts[i + 1], n_rows, n_topics, _NO_TOKENS,
+                               True)
+        bad_t, bad_z, same = base.scan_part(tokens, z, cuts[i], cuts[i + 1], n_rows, n_topics,
+                                            against.tokens)
+        return bad_t, bad_z, None, same
+
     def read(against: Layout | None) -> list[tuple]:
         nonlocal pool_cpu
-        cached = against.tokens if against is not None else _NO_TOKENS
         c0 = time.thread_time()
-        out, used = run_parts(pool, n_threads, n_threads, lambda i: _scan_count(
-            tokens, z, cuts[i], cuts[i + 1], n_rows, n_topics, cached, against is None))
+        out, used = run_parts(pool, n_threads, n_threads, lambda i: part(i, against))
         pool_cpu += max(0.0, used - (time.thread_time() - c0))
         return out
 

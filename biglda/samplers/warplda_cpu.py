@@ -56,7 +56,13 @@ from biglda.errors import ConfigError
 from biglda.samplers._claim import claim, new_counter
 from biglda.samplers._kernels import _build_alias, _emit_word_delta, _sample_alias
 from biglda.samplers._prefetch import prefetch, prefetch_write
-from biglda.samplers.base import Sampler, SweepResult, check_sweep_args, token_errors
+from biglda.samplers.base import (
+    Sampler,
+    SweepResult,
+    check_sweep_args,
+    scan_part,
+    token_errors,
+)
 from biglda.samplers.parts import run_parts
 from biglda.samplers.rng import _next_float, _substream
 
@@ -486,26 +492,6 @@ def _claim_gather(counter, split, wblocks, word_ptr, out_n, at, out_words, out_t
                      out_topics, out_counts, words, topics, counts)
 
 
-def _scan_part(lo, hi, tokens, z, n_rows, n_topics, cached):
-    """Check tokens ``[lo, hi)``: (first bad word id, first bad topic, equal to ``cached``).
-
-    The indexes are -1 where there is none; ``cached`` of another length: nothing to compare.
-    The O(N) checks of :func:`check_sweep_args` and the test that a cached word order is
-    still that of ``tokens``, one part of them, so they run on the sweep's threads. NumPy's
-    reductions (they release the GIL) measured faster than a numba loop here
-    (pipelines/README.md, "16 cores").
-    """
-    t, zz = tokens[lo:hi], z[lo:hi]
-    bad_t = bad_z = -1
-    if hi > lo:
-        if t.min() < 0 or t.max() >= n_rows:
-            bad_t = lo + int(np.flatnonzero((t < 0) | (t >= n_rows))[0])
-        if zz.min() < 0 or zz.max() >= n_topics:
-            bad_z = lo + int(np.flatnonzero((zz < 0) | (zz >= n_topics))[0])
-    same = cached.shape[0] == tokens.shape[0] and np.array_equal(t, cached[lo:hi])
-    return bad_t, bad_z, same
-
-
 class _Scratch:
     """The per-token scratch arrays of a sweep, for up to ``capacity`` tokens.
 
@@ -621,7 +607,7 @@ class WarpLDASampler(Sampler):
         """Return the :class:`_Order` made for an array at ``tokens``' address, if any.
 
         Only its ``doc_ptr`` is compared here; that its tokens are still these is part of
-        the sweep's scan (:func:`_scan_part`), on the sweep's threads.
+        the sweep's scan (:func:`~biglda.samplers.base.scan_part`), on the sweep's threads.
         """
         with self._lock:
             hit = self._orders.get(_order_key(tokens, doc_ptr, n_rows))
@@ -655,8 +641,8 @@ class WarpLDASampler(Sampler):
         hit = self._cached_order(tokens, doc_ptr, n_rows)
         n_scan = 4 * n_threads if n_threads > 1 else 1
         cuts = np.linspace(0, n, n_scan + 1).astype(np.int64)
-        scans, cpu0 = run_parts(pool, n_threads, n_scan, lambda i: _scan_part(
-            cuts[i], cuts[i + 1], tokens, z, n_rows, n_topics,
+        scans, cpu0 = run_parts(pool, n_threads, n_scan, lambda i: scan_part(
+            tokens, z, cuts[i], cuts[i + 1], n_rows, n_topics,
             hit.tokens if hit is not None else _NO_TOKENS))
         bad_t = min((int(b) for b, _, _ in scans if b >= 0), default=-1)
         bad_z = min((int(b) for _, b, _ in scans if b >= 0), default=-1)

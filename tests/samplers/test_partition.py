@@ -144,25 +144,37 @@ def test_recovers_topics_and_reaches_the_one_thread_loglik(synthetic, synthetic_
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=IDS)
 def test_bad_tokens_and_topics_are_refused_before_anything_changes(sampler):
     # the partitioned sweep checks its arguments as a one-thread sweep does, before any
-    # thread starts: one clear error, and z and the table untouched
+    # thread starts: one clear error, and z and the table untouched; also once it keeps a
+    # layout for the array (the checks then go with the test that its tokens are the same)
     tokens, doc_ptr, n_words = _corpus(seed=5)
     z = init_z(len(tokens), 6, RandomKey(3, -1))
     n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, 6)
-    before = [a.copy() for a in (z, n_wk, n_k)]
     s = get_sampler(sampler[0], **sampler[1])
-    bad_z = z.copy()
-    bad_z[[40, 20]] = 6
-    bad_tokens = tokens.copy()
-    bad_tokens[-1] = n_words
     with ThreadPoolExecutor(1) as pool:
-        with pytest.raises(ValueError, match=r"z\[20\] = 6 is not a topic in \[0, 6\)"):
-            s.sweep(tokens, doc_ptr, bad_z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(3, 1),
-                    pool=pool, n_threads=2)
-        with pytest.raises(ValueError, match=rf"local word ids in \[0, {n_words}\)"):
-            s.sweep(bad_tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(3, 1),
-                    pool=pool, n_threads=2)
-    for a, b in zip((z, n_wk, n_k), before, strict=True):
-        np.testing.assert_array_equal(a, b)
+        for kept in (False, True):
+            if kept:  # a good sweep keeps the layout of `tokens`
+                s.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(3, 0),
+                        pool=pool, n_threads=2)
+            before = [a.copy() for a in (z, n_wk, n_k)]
+            bad_z = z.copy()
+            bad_z[[40, 20]] = 6
+            with pytest.raises(ValueError, match=r"z\[20\] = 6 is not a topic in \[0, 6\)"):
+                s.sweep(tokens, doc_ptr, bad_z, n_wk, n_k, 0.1, 0.05, n_words,
+                        RandomKey(3, 1), pool=pool, n_threads=2)
+            bad_tokens = tokens.copy()
+            bad_tokens[-1] = n_words
+            with pytest.raises(ValueError, match=rf"local word ids in \[0, {n_words}\)"):
+                s.sweep(bad_tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words,
+                        RandomKey(3, 1), pool=pool, n_threads=2)
+            if kept:  # in place: the kept layout's own array, now with a bad id
+                saved = tokens[7]
+                tokens[7] = -1
+                with pytest.raises(ValueError, match="local word ids"):
+                    s.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words,
+                            RandomKey(3, 1), pool=pool, n_threads=2)
+                tokens[7] = saved
+            for a, b in zip((z, n_wk, n_k), before, strict=True):
+                np.testing.assert_array_equal(a, b)
 
 
 def test_dense_cgs_keeps_document_counts_without_changing_the_chain(monkeypatch):

@@ -197,3 +197,39 @@ def test_fit_local_history_and_callback(tiny_docs):
     want_wk, want_k = count_from_z(tokens, doc_ptr, fit.z, n_words, n_topics)
     np.testing.assert_array_equal(fit.n_wk, want_wk)
     np.testing.assert_array_equal(fit.n_k, want_k)
+
+
+@pytest.mark.parametrize("z_dtype", [np.uint16, np.int32])
+def test_scan_part_agrees_with_a_numpy_reading_of_every_range(z_dtype):
+    # The O(N) argument checks a threaded sweep runs in parts (warplda's, a partition's kept
+    # layout): the first bad word id and topic of each part and whether it equals the kept
+    # tokens, against NumPy on random parts with faults at the ends, in the middle and none
+    from biglda.samplers.base import scan_part
+
+    rng = np.random.default_rng(11)
+    n_rows, n_topics, n = 40, 7, 1000
+    for trial in range(60):
+        tokens = rng.integers(0, n_rows, n).astype(np.int32)
+        z = rng.integers(0, n_topics, n).astype(z_dtype)
+        cached = tokens.copy()
+        lo = int(rng.integers(0, n))
+        hi = int(rng.integers(lo, n + 1))
+        at = [lo, hi - 1, (lo + hi) // 2][trial % 3] if hi > lo else lo
+        kind = trial % 5
+        if hi > lo and kind == 0:
+            tokens[at] = rng.choice([-3, n_rows, n_rows + 9])
+        elif hi > lo and kind == 1:
+            z[at] = n_topics + int(rng.integers(0, 3))
+        elif hi > lo and kind == 2:
+            cached[at] = (cached[at] + 1) % n_rows
+        elif kind == 3:  # outside the part: nothing it reads
+            tokens[:lo] = -1
+            z[hi:] = n_topics
+        t, zz = tokens[lo:hi].astype(np.int64), z[lo:hi].astype(np.int64)
+        bad_t = np.flatnonzero((t < 0) | (t >= n_rows))
+        bad_z = np.flatnonzero((zz < 0) | (zz >= n_topics))
+        want = (lo + int(bad_t[0]) if len(bad_t) else -1, lo + int(bad_z[0]) if len(bad_z) else -1,
+                bool(np.array_equal(tokens[lo:hi], cached[lo:hi])))
+        assert scan_part(tokens, z, lo, hi, n_rows, n_topics, cached) == want, (trial, lo, hi)
+        # kept tokens of another length: nothing to compare with
+        assert scan_part(tokens, z, lo, hi, n_rows, n_topics, cached[:-1])[2] is False
