@@ -114,24 +114,16 @@ def _scan_ranges(tokens, z, lo, hi, cached):
         t_lo = t_hi = np.int64(tokens[lo])
         z_lo = z_hi = np.int64(z[lo])
     compare = cached.shape[0] == tokens.shape[0]
+    ref = cached if compare else tokens  # (nothing to compare: the tokens with themselves)
     diff = np.int64(0)
-    if compare:
-        for i in range(lo, hi):
-            w = np.int64(tokens[i])
-            k = np.int64(z[i])
-            t_lo = min(t_lo, w)
-            t_hi = max(t_hi, w)
-            z_lo = min(z_lo, k)
-            z_hi = max(z_hi, k)
-            diff |= w ^ np.int64(cached[i])
-    else:
-        for i in range(lo, hi):
-            w = np.int64(tokens[i])
-            k = np.int64(z[i])
-            t_lo = min(t_lo, w)
-            t_hi = max(t_hi, w)
-            z_lo = min(z_lo, k)
-            z_hi = max(z_hi, k)
+    for i in range(lo, hi):
+        w = np.int64(tokens[i])
+        k = np.int64(z[i])
+        t_lo = min(t_lo, w)
+        t_hi = max(t_hi, w)
+        z_lo = min(z_lo, k)
+        z_hi = max(z_hi, k)
+        diff |= w ^ np.int64(ref[i])
     return t_lo, t_hi, z_lo, z_hi, compare and diff == 0
 
 
