@@ -46,6 +46,7 @@ import numpy as np
 from biglda.corpus import write_corpus
 from biglda.corpus.synth import SynthSpec, generate
 from biglda.samplers import count_from_z
+from biglda.trainer.cluster import restart_tolerant
 from biglda.trainer.config import TrainConfig, validate
 from biglda.trainer.run import run_training
 
@@ -136,9 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                       staleness=args.staleness,
                       checkpoint_every=args.checkpoint_every, top_words_every=0,
                       recovery_wait=30.0, call_timeout=60.0, max_recoveries=args.kills + 1)
-    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=args.threads_per_worker,
-                           processes=True,
-                           dashboard_address="127.0.0.1:0", host="127.0.0.1")
+    # (a LocalCluster that keeps a nanny whose worker was lost twice within Dask's
+    # lost-worker-timeout: docs/reliability.md)
+    cluster = restart_tolerant(LocalCluster)(
+        n_workers=args.workers, threads_per_worker=args.threads_per_worker, processes=True,
+        dashboard_address="127.0.0.1:0", host="127.0.0.1")
     client = Client(cluster, direct_to_workers=True)
     rng = np.random.default_rng(args.seed)
     report: dict = {"config": vars(args), "n_tokens": int(corpus.n_tokens), "runs": []}

@@ -164,6 +164,8 @@ def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
     from distributed import Scheduler, SpecCluster
     from distributed.system import MEMORY_LIMIT
 
+    cluster_class = restart_tolerant(SpecCluster)
+
     single_envs = list(single_envs or [])
     n_total = n_workers + len(single_envs)
     # the nannies read the memory thresholds when they start (EMBEDDED_MEMORY_CONFIG says why)
@@ -192,7 +194,7 @@ def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
     # a checkpoint; they exit when the driver is gone (biglda.trainer.cluster_preload)
     # the scheduler, in this process, reads its tick interval when it starts
     with ignore_sigint(), dask.config.set(timing):
-        cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARN,
+        cluster = cluster_class(workers=workers, scheduler=scheduler, silence_logs=logging.WARN,
                               name="biglda")
     try:
         _wait_started(cluster, n_total, timeout)
@@ -218,6 +220,53 @@ def _wait_started(cluster: Any, n: int, timeout: float) -> None:
             raise ClusterError(f"the embedded cluster started {len(cluster.scheduler.workers)} "
                                f"of {n} workers in {timeout:g} s")
         time.sleep(0.02)
+
+
+@functools.cache
+def restart_tolerant(cluster_class: type) -> type:
+    """Return a subclass of a ``SpecCluster`` class that keeps a worker its nanny restarted.
+
+    ``SpecCluster`` closes the worker (the nanny) of a name that the scheduler has no worker
+    of ``distributed.deploy.lost-worker-timeout`` (15 s) after a worker of that name was
+    lost. A nanny restarts its lost worker within seconds, but if the restarted worker is
+    lost too and its own replacement has not joined yet when the first timer runs out, the
+    nanny was closed for good: a chaos run went on with one worker fewer, its chain another
+    (pipelines/README.md, "Sixteenth session"). Here the check after each loss is whether
+    a worker of that name joined since, so only a worker that does not come back within
+    the timeout (one that fails to start) is closed. (It overrides the private
+    ``_update_worker_status`` of ``distributed.deploy``; tests/trainer/test_cluster.py
+    kills a worker twice to check it.)
+    """
+    import asyncio
+
+    import dask
+    from dask.utils import parse_timedelta
+    from distributed.deploy.cluster import Cluster
+
+    class RestartTolerant(cluster_class):  # type: ignore[misc,valid-type]
+        def _update_worker_status(self, op: str, msg: Any) -> None:
+            joins = self.__dict__.setdefault("_biglda_joins", {})
+            if op == "add":
+                for info in msg.get("workers", {}).values():
+                    joins[info.get("name")] = joins.get(info.get("name"), 0) + 1
+            elif op == "remove" and msg in self.scheduler_info.get("workers", {}):
+                name = self.scheduler_info["workers"][msg]["name"]
+                seen = joins.get(name, 0)
+
+                def close_if_not_back() -> None:
+                    if joins.get(name, 0) == seen and name in self.workers:
+                        self._futures.add(asyncio.ensure_future(self.workers[name].close()))
+                        del self.workers[name]
+
+                delay = parse_timedelta(dask.config.get("distributed.deploy.lost-worker-timeout"))
+                asyncio.get_running_loop().call_later(delay, close_if_not_back)
+                Cluster._update_worker_status(self, op, msg)  # not SpecCluster's timer
+                return
+            super()._update_worker_status(op, msg)
+
+    name = f"RestartTolerant{cluster_class.__name__}"
+    RestartTolerant.__name__ = RestartTolerant.__qualname__ = name
+    return RestartTolerant
 
 
 @functools.cache

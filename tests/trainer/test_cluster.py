@@ -7,6 +7,7 @@ that their parent is gone and take their workers with them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -85,3 +86,63 @@ def test_embedded_cluster_ticks_slower_unless_the_user_set_it():
             got = _intervals(client)
         assert [t for t, _ in got] == [0.05, 0.05, 0.05]
         assert [p for _, p in got[1:]] == ["200ms", "200ms"]
+
+
+
+def _worker(client) -> tuple[str, int, int] | None:
+    """(address, pid, its nanny's pid) of the cluster's one worker, or None while it has none."""
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    if not workers:
+        return None
+    addr = next(iter(workers))
+    try:
+        pid = client.run(os.getpid, workers=[addr])[addr]
+        nanny = next(iter(client.run(os.getpid, nanny=True).values()))
+    except Exception:  # gone between the calls
+        return None
+    return addr, pid, nanny
+
+
+def _next_worker(client, before: tuple, deadline: float) -> tuple:
+    while True:
+        now = _worker(client)
+        if now is not None and now[0] != before[0]:
+            return now
+        assert time.monotonic() < deadline, "no worker came back"
+        time.sleep(0.05)
+
+
+def test_a_worker_lost_twice_in_a_row_is_kept():
+    """A worker lost twice in a row, its nanny slow to bring it back the second time, is
+    still the cluster's once it is back: Dask's SpecCluster closed the nanny when the first
+    loss's timer (``lost-worker-timeout`` after it) found no worker of that name, though one
+    had come back in between and was lost again (a chaos run lost a worker so). The nanny
+    is stopped (SIGSTOP) from before the second loss until after the first timer, then
+    restarts its worker well within the second loss's timeout."""
+    import signal
+
+    import dask
+
+    from biglda.trainer.cluster import connect
+
+    timeout = 6.0
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": timeout}), \
+            connect(workers=1) as client:
+        first = _worker(client)
+        assert first is not None
+        t0 = time.monotonic()
+        os.kill(first[1], signal.SIGKILL)  # the first loss: its timer runs out at t0 + 6 s
+        back = _next_worker(client, first, t0 + timeout / 2)  # the nanny restarts it at once
+        time.sleep(max(0.0, t0 + timeout / 2 - time.monotonic()))
+        os.kill(back[2], signal.SIGSTOP)  # the nanny cannot restart it this time...
+        try:
+            os.kill(back[1], signal.SIGKILL)  # ...the second loss (its timer: t0 + 9 s)
+            time.sleep(max(0.0, t0 + timeout + 0.5 - time.monotonic()))
+            assert _worker(client) is None  # the first timer ran out with none of its name
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(back[2], signal.SIGCONT)  # (a closed nanny is gone already)
+        _next_worker(client, back, t0 + 1.5 * timeout - 0.5)  # back before the second timer
+        time.sleep(max(0.0, t0 + 1.5 * timeout + 0.5 - time.monotonic()))  # both timers out
+        assert _worker(client) is not None
+        assert len(client.cluster.workers) == 1  # its nanny is still the cluster's
