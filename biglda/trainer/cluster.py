@@ -194,8 +194,8 @@ def start_local_cluster(n_workers: int, threads_per_worker: int = 1,
     # a checkpoint; they exit when the driver is gone (biglda.trainer.cluster_preload)
     # the scheduler, in this process, reads its tick interval when it starts
     with ignore_sigint(), dask.config.set(timing):
-        cluster = cluster_class(workers=workers, scheduler=scheduler, silence_logs=logging.WARN,
-                              name="biglda")
+        cluster = cluster_class(workers=workers, scheduler=scheduler,
+                                silence_logs=logging.WARN, name="biglda")
     try:
         _wait_started(cluster, n_total, timeout)
     except BaseException:
