@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from biglda.errors import ConfigError
-from biglda.samplers._kernels import _check_z, _dense_delta, _scan_ranges, _sweep_delta
+from biglda.samplers._kernels import _dense_delta, _scan_ranges, _sweep_delta
 from biglda.samplers.rng import RandomKey
 
 # Sampler.sweep (and a sweep on several threads, biglda.samplers.partition) takes the delta
@@ -129,14 +129,14 @@ def check_sweep_args(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *
         raise ValueError("doc_ptr must start at 0 and end at len(tokens)")
     if doc_ptr.shape[0] > 1 and np.any(np.diff(doc_ptr) < 0):
         raise ValueError("doc_ptr must be non-decreasing")
-    if scan and tokens.shape[0] and (int(tokens.min()) < 0 or int(tokens.max()) >= n_rows):
-        raise token_errors(z, n_rows, n_topics, 0, -1)
+    bad_t, bad_z, _ = (scan_part(tokens, z, 0, tokens.shape[0], n_rows, n_topics, tokens[:0])
+                       if scan else (-1, -1, False))
+    if bad_t >= 0:
+        raise token_errors(z, n_rows, n_topics, bad_t, -1)
     if z.dtype == np.uint16 and n_topics > 65536:
         raise ValueError(f"uint16 z cannot hold {n_topics} topics; use int32")
-    if scan:
-        bad = _check_z(z, n_topics)
-        if bad >= 0:
-            raise token_errors(z, n_rows, n_topics, -1, bad)
+    if bad_z >= 0:
+        raise token_errors(z, n_rows, n_topics, -1, bad_z)
     return check_sweep_settings(alpha, beta, n_words, key, n_rows, n_topics)
 
 
