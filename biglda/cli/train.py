@@ -48,7 +48,8 @@ def _cmd_layout(args: argparse.Namespace) -> int:
         for sampler, got in res["samplers"].items():
             for name, rate in got["tokens_per_s"].items():
                 print(f"  {sampler}, K={got['topics']}, {name} (processes x threads): "
-                      f"{rate / 1e6:.2f} M tokens/s", flush=True)
+                      f"{rate / 1e6:.2f} M tokens/s, to LL/token {got['target_ll']:.3f} in "
+                      f"{got['seconds_to_ll'][name]:.2f} s", flush=True)
         print(f"kept in {layout_file()}")
     for sampler in MEASURE_SAMPLERS:
         choice = choose_layout(None, None, sampler=sampler)

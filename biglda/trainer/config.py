@@ -329,13 +329,14 @@ class TrainConfig:
                                    metavar="N",
                                    help="worker processes of the embedded cluster (default: "
                                         "the layout `biglda layout --measure` found fastest "
-                                        "here, else one per core; with --backend gpu/auto and "
+                                        "here, else 1; with --backend gpu/auto and "
                                         "GPUs: one per GPU, plus under auto this many CPU "
                                         "workers)")
     threads_per_worker: int | None = _setting(
         None, flag="--threads-per-worker", check=_optional(_int(1)), parse=int, metavar="N",
         help="sampling threads per worker (default: with neither this nor --workers, the "
-             "layout `biglda layout --measure` found fastest here, else 1)")
+             "layout `biglda layout --measure` found fastest here, else one per core; "
+             "with --workers alone, 1)")
     scheduler: Any = _setting(None, flag="--scheduler", metavar="ADDR",
                               help="Dask scheduler address (tcp://host:port) or, from Python, "
                                    "a Client; default: an embedded cluster")

@@ -3,10 +3,19 @@
 ``--workers`` / ``--threads-per-worker`` name a layout. Without them, a CPU run takes the
 layout ``biglda layout --measure`` found fastest on this machine for the run's sampler
 (:func:`measure_layouts`: a short training on a synthetic corpus per candidate and per
-measured sampler, tokens/s compared in one run), kept in :func:`layout_file`; on a machine
-never measured, one single-thread process per core (the default before measurements
-existed). The CLI prints the pick and its reason; the ``start`` record carries it
-(``layout``).
+measured sampler, compared in one run by the time each takes to a common log-likelihood),
+kept in :func:`layout_file`; on a machine
+never measured, one process with a sampling thread per core. The CLI prints the pick and
+its reason; the ``start`` record carries it (``layout``).
+
+Why one process, not one per core, where nothing was measured: a process's threads share
+one chain (the partitioned sweep: only ``n_k`` lags), while processes are data-parallel
+(AD-LDA): each sweeps against the others' counts of the clock before. That costs per
+iteration, not only per token: on 2 cores (cgs, K = 100, synth4m) 2 processes reached at
+iteration 40 the log-likelihood one thread had at iteration ~28, so at equal time they
+were no better than one thread, while 1 process x 2 threads was well ahead; on 16 cores
+16 processes made 2.0x one thread's tokens/s and 1 x 16 7.5x (pipelines/README.md,
+"Seventeenth session" and "16 cores").
 
 Processes against threads: a process has its own table cache, pull and push per clock and
 its own Python orchestration; threads share one cache. How they share it depends on the
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import platform
 import statistics
@@ -146,8 +156,56 @@ def choose_layout(workers: int | None, threads_per_worker: int | None,
     cores = os.cpu_count() or 1
     why = ("not measured on this machine" if data is None else
            f"{name} not measured on this machine")
-    return LayoutChoice(cores, 1, f"one process per core: {why}; "
+    return LayoutChoice(1, cores, f"one process, a thread per core: {why}; "
                                   f"`biglda layout --measure` measures it")
+
+
+def seconds_to(curve: list[tuple[float, float]], target: float) -> float | None:
+    """Seconds after the first iteration until the LL/token first reaches ``target``.
+
+    ``curve`` is ``(elapsed s, LL/token)`` per iteration; time counts from the first
+    iteration's end (its JIT and first full pull differ from run to run), linear between
+    iterations; None if it never does.
+
+    Examples
+    --------
+    >>> seconds_to([(5.0, -9.0), (6.0, -8.0), (7.0, -7.0)], -7.5)
+    1.5
+    >>> seconds_to([(5.0, -9.0)], -9.5), seconds_to([(5.0, -9.0), (6.0, -8.0)], -7.5)
+    (0.0, None)
+    """
+    t0, ll0 = curve[0]
+    if ll0 >= target:
+        return 0.0
+    for t, ll in curve[1:]:
+        if ll >= target:
+            return (t0 + (t - t0) * (target - ll0) / (ll - ll0)) - curve[0][0]
+        t0, ll0 = t, ll
+    return None
+
+
+def pick(curves: Mapping[str, list[list[tuple[float, float]]]]) -> tuple[str, float,
+                                                                          dict[str, float]]:
+    """Return the layout that reaches a common LL/token first, that LL, and each one's seconds.
+
+    ``curves``: layout -> its runs' ``(elapsed s, LL/token)`` per iteration. The common LL
+    is the worst last LL/token of any run, so every run reaches it; a layout's time is the
+    median over its runs (:func:`seconds_to`). Not tokens/s: processes sweep against each
+    other's counts of the clock before (AD-LDA) and need more iterations for the same model,
+    while the threads of a process share one chain.
+
+    Examples
+    --------
+    >>> pick({"2x1": [[(1.0, -9.0), (1.5, -8.6), (2.0, -8.4)]],
+    ...       "1x2": [[(1.0, -8.8), (1.7, -8.3), (2.4, -8.0)]]})
+    ('1x2', -8.4, {'2x1': 1.0, '1x2': 0.56})
+    """
+    target = min(run[-1][1] for runs in curves.values() for run in runs)
+    seconds = {}
+    for name, runs in curves.items():
+        got = [x for x in (seconds_to(run, target) for run in runs) if x is not None]
+        seconds[name] = round(float(statistics.median(got)), 2) if got else math.inf
+    return min(seconds, key=lambda key: seconds[key]), target, seconds
 
 
 def _measured(data: dict[str, Any] | None, name: str) -> tuple[int, int, str] | None:
@@ -160,10 +218,15 @@ def _measured(data: dict[str, Any] | None, name: str) -> tuple[int, int, str] | 
         return None
     got = data.get("samplers", {}) if "samplers" in data else {"cgs": data}
     entry = got.get(name) if isinstance(got, dict) else None
+    if not isinstance(entry, dict):
+        return None
     try:
-        p, t = (int(x) for x in entry["best"])  # type: ignore[index]
-        rates = ", ".join(f"{k} {float(v) / 1e6:.2f}M"
-                          for k, v in entry["tokens_per_s"].items())  # type: ignore[index]
+        p, t = (int(x) for x in entry["best"])
+        rates = "tokens/s " + ", ".join(f"{k} {float(v) / 1e6:.2f}M"
+                                        for k, v in entry["tokens_per_s"].items())
+        if "seconds_to_ll" in entry:  # (a file of before 2026-11-27 has tokens/s alone)
+            rates += f"; seconds to LL/token {float(entry['target_ll']):.3f}: " + ", ".join(
+                f"{k} {float(v):.2f}" for k, v in entry["seconds_to_ll"].items())
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return (p, t, rates) if p >= 1 and t >= 1 else None
@@ -176,8 +239,9 @@ def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int =
     """Train the same short run under each layout and sampler; keep the fastest per sampler.
 
     Each layout gets its own embedded cluster; the runs go round by round (``repeats``),
-    so a change in the machine's load falls on all alike. tokens/s of one run is the
-    median over its iterations after the first two (JIT, first full pull); of a layout,
+    so a change in the machine's load falls on all alike. The fastest is the one that
+    reaches a common LL/token first (:func:`pick`). tokens/s, kept beside it, is of one run
+    the median over its iterations after the first two (JIT, first full pull), of a layout
     the median over its runs. ``samplers``: name -> K (default :data:`MEASURE_SAMPLERS`).
     Returns what is saved to :func:`layout_file` (written atomically) when ``save``.
     """
@@ -194,6 +258,8 @@ def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int =
         mean_doc_length=100, alpha=0.1, beta=0.01, seed=0))
     rates: dict[str, dict[str, list[float]]] = {
         name: {f"{p}x{t}": [] for p, t in layouts} for name in samplers}
+    curves: dict[str, dict[str, list[list[tuple[float, float]]]]] = {
+        name: {f"{p}x{t}": [] for p, t in layouts} for name in samplers}
     with tempfile.TemporaryDirectory(prefix="biglda-layout-") as tmp:
         url = os.path.join(tmp, "corpus.zarr")
         write_corpus(url, tokens, doc_ptr, [f"w{i}" for i in range(phi.shape[1])])
@@ -208,16 +274,20 @@ def measure_layouts(layouts: list[tuple[int, int]] | None = None, repeats: int =
                         run_training(client, validate(url, None, cfg, False), cfg,
                                      out=os.path.join(tmp, f"{name}-{p}x{t}.zarr"),
                                      on_record=[records.append])
-                    its = [r["tokens_per_s"] for r in records if r["type"] == "iteration"]
-                    rates[name][f"{p}x{t}"].append(float(statistics.median(its[2:] or its)))
-                    log.info("layout %dx%d, %s: %.2f M tokens/s", p, t, name,
-                             rates[name][f"{p}x{t}"][-1] / 1e6)
+                    its = [r for r in records if r["type"] == "iteration"]
+                    tps = [r["tokens_per_s"] for r in its]
+                    rates[name][f"{p}x{t}"].append(float(statistics.median(tps[2:] or tps)))
+                    curves[name][f"{p}x{t}"].append(
+                        [(float(r["elapsed"]), float(r["ll_per_token"])) for r in its])
+                    log.info("layout %dx%d, %s: %.2f M tokens/s, LL/token %.4f", p, t, name,
+                             rates[name][f"{p}x{t}"][-1] / 1e6, its[-1]["ll_per_token"])
     by_sampler = {}
     for name, runs in rates.items():
         medians = {key: float(statistics.median(v)) for key, v in runs.items()}
-        best = max(medians, key=lambda key: medians[key])
+        best, target, seconds = pick(curves[name])
         by_sampler[name] = {"topics": samplers[name], "tokens_per_s": medians, "runs": runs,
-                            "best": [int(x) for x in best.split("x")]}
+                            "target_ll": target, "seconds_to_ll": seconds,
+                            "curves": curves[name], "best": [int(x) for x in best.split("x")]}
     result = {"machine": machine(), "measured_at": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                  time.gmtime()),
               "samplers": by_sampler,

@@ -1,8 +1,9 @@
 """The embedded cluster's layout: named, measured on this machine and kept, or the default.
 
 The measurement is real (a short training per layout, each on its own embedded cluster);
-the oracle is that the kept pick is the fastest of what it measured and that a later
-``train`` starts exactly that many processes of that many threads.
+the oracle is that the kept pick is the one that reached a common log-likelihood first in
+what it measured, and that a later ``train`` starts exactly that many processes of that
+many threads.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
 from biglda.trainer import layout as lay
@@ -26,7 +28,9 @@ def test_named_and_default_layouts(cache):
     assert lay.choose_layout(3, None) == (3, 1, "named by the run")
     assert lay.choose_layout(None, 2)[:2] == (max(1, cores // 2), 2)
     default = lay.choose_layout(None, None)
-    assert default[:2] == (cores, 1) and "not measured" in default.reason
+    # one process of a thread per core: its threads share one chain, where processes lag
+    # a clock behind each other (AD-LDA)
+    assert default[:2] == (1, cores) and "not measured" in default.reason
     assert lay.choose_layout(None, None, backend="auto") is None  # the GPU path decides
 
 
@@ -35,7 +39,7 @@ def test_a_measurement_of_another_machine_is_not_used(cache):
     other = {**lay.machine(), "cores": (os.cpu_count() or 1) + 1}
     cache.write_text(json.dumps({"machine": other, "best": [1, 7], "tokens_per_s": {},
                                  "measured_at": "then"}))
-    assert lay.choose_layout(None, None)[:2] == (os.cpu_count() or 1, 1)
+    assert lay.choose_layout(None, None)[:2] == (1, os.cpu_count() or 1)
     cache.write_text("not json")
     assert lay.saved_measurement() is None
 
@@ -48,7 +52,7 @@ def test_a_malformed_entry_counts_as_not_measured(cache, entry):
     cache.write_text(json.dumps({"machine": lay.machine(), "measured_at": "then",
                                  "samplers": {"warplda": entry}}))
     choice = lay.choose_layout(None, None, sampler="warplda")
-    assert choice[:2] == (os.cpu_count() or 1, 1) and "warplda not measured" in choice.reason
+    assert choice[:2] == (1, os.cpu_count() or 1) and "warplda not measured" in choice.reason
     cache.write_text(json.dumps({"machine": lay.machine(), "samplers": ["not", "a", "dict"]}))
     assert "not measured" in lay.choose_layout(None, None, sampler="cgs").reason
 
@@ -68,7 +72,7 @@ def test_an_older_single_measurement_is_cgs(cache):
     assert lay.choose_layout(None, None, sampler="cgs")[:2] == (1, 2)
     for sampler in ("warplda", "lightlda"):
         got = lay.choose_layout(None, None, sampler=sampler)
-        assert got[:2] == (os.cpu_count() or 1, 1) and "warplda not measured" in got.reason
+        assert got[:2] == (1, os.cpu_count() or 1) and "warplda not measured" in got.reason
 
 
 def test_measure_keeps_the_fastest_per_sampler_and_train_starts_it(cache, tmp_path, capsys):
@@ -80,11 +84,24 @@ def test_measure_keeps_the_fastest_per_sampler_and_train_starts_it(cache, tmp_pa
     layouts = [(2, 1), (1, 2)]
     res = lay.measure_layouts(layouts, iterations=4, n_docs=1500,
                               samplers={"cgs": 20, "warplda": 40})
-    assert json.loads(cache.read_text()) == res  # kept, for this machine
+    kept = json.loads(cache.read_text())
+    assert kept == json.loads(json.dumps(res))  # kept, for this machine
     for sampler, got in res["samplers"].items():
         rates = got["tokens_per_s"]
         assert set(rates) == {"2x1", "1x2"} and all(r > 0 for r in rates.values())
-        best = max(rates, key=lambda k: rates[k])
+        # the pick is the layout that reaches the worst last LL/token of all runs first,
+        # counted from each run's first iteration (a slow reading of the kept curves)
+        curves = kept["samplers"][sampler]["curves"]
+        target = min(run[-1][1] for runs in curves.values() for run in runs)
+        assert got["target_ll"] == pytest.approx(target)
+        for name, runs in curves.items():
+            assert len(runs) == 1 and len(runs[0]) == 4  # one run of 4 iterations
+            t, ll = np.array(runs[0]).T
+            i = int(np.argmax(ll >= target))
+            want = 0.0 if i == 0 else float(np.interp(target, ll[i - 1:i + 1], t[i - 1:i + 1])
+                                            - t[0])
+            assert got["seconds_to_ll"][name] == pytest.approx(want, abs=0.006)
+        best = min(got["seconds_to_ll"], key=lambda k: got["seconds_to_ll"][k])
         assert got["best"] == [int(x) for x in best.split("x")]
         choice = lay.choose_layout(None, None, sampler=sampler)
         assert list(choice[:2]) == got["best"] and f"fastest for {sampler}" in choice.reason
