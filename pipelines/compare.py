@@ -13,10 +13,14 @@ is its own: ``ru_maxrss`` of the process tree from ``wait4`` and the peak of the
 of the tree, sampled every 0.25 s):
 
 - ``biglda``          biglda's default settings (``sampler="auto"``: the sampler its rule
-                      picks for K and the corpus), embedded LocalCluster of ``workers``
-                      workers; the run is resumed from its checkpoint after each budget
+                      picks for K and the corpus), embedded LocalCluster of one worker
+                      process with ``workers`` sampling threads (as tomotopy's ``workers``
+                      are threads; until 2026-11-27 ``workers`` processes of one thread,
+                      which lag each other a clock per iteration); the run is resumed
+                      from its checkpoint after each budget
                       (cluster start-up and recount are not counted, as the peers' corpus
                       loading is not);
+- ``biglda-processes``  the same on ``workers`` worker processes of one thread;
 - ``biglda-cgs``, ``biglda-lightlda``, ``biglda-warplda``   the same with that sampler;
 - ``biglda-random-init``, ``biglda-sequential-init``   default sampler, that ``init``;
 - ``tomotopy-1``, ``tomotopy-2``   ``LDAModel(k, alpha, eta).train(1, workers=1 or 2)``;

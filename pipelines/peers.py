@@ -25,8 +25,8 @@ import numpy as np
 from bench_quality import _bow
 from bench_quality import _train_arrays as _arrays
 
-SYSTEMS = ("biglda", "biglda-cgs", "biglda-lightlda", "biglda-warplda", "biglda-random-init",
-           "biglda-sequential-init", "tomotopy-1",
+SYSTEMS = ("biglda", "biglda-processes", "biglda-cgs", "biglda-lightlda", "biglda-warplda",
+           "biglda-random-init", "biglda-sequential-init", "tomotopy-1",
            "tomotopy-2", "gensim", "gensim-multi", "sklearn-online", "sklearn-batch", "lda",
            "random")
 #: Python module each system needs -> pip name.
@@ -34,8 +34,8 @@ NEEDS = {"tomotopy-1": ("tomotopy", "tomotopy"), "tomotopy-2": ("tomotopy", "tom
          "gensim": ("gensim", "gensim"), "gensim-multi": ("gensim", "gensim"),
          "sklearn-online": ("sklearn", "scikit-learn"),
          "sklearn-batch": ("sklearn", "scikit-learn"), "lda": ("lda", "lda")}
-GIBBS = {"biglda", "biglda-cgs", "biglda-lightlda", "biglda-warplda", "biglda-random-init",
-         "biglda-sequential-init", "tomotopy-1",
+GIBBS = {"biglda", "biglda-processes", "biglda-cgs", "biglda-lightlda", "biglda-warplda",
+         "biglda-random-init", "biglda-sequential-init", "tomotopy-1",
          "tomotopy-2", "lda"}
 
 
@@ -199,7 +199,9 @@ def run_lda(job: dict, clock: Clock) -> None:
             return
 
 
-def run_biglda(job: dict, clock: Clock, sampler: str = "auto", init: str = "random") -> None:
+def run_biglda(job: dict, clock: Clock, sampler: str = "auto", init: str = "random",
+               processes: bool = False) -> None:
+    """biglda on one process of ``workers`` threads, or ``workers`` processes of one."""
     from biglda.model import load
     from biglda.model.training import train_to_store as train
 
@@ -209,8 +211,9 @@ def run_biglda(job: dict, clock: Clock, sampler: str = "auto", init: str = "rand
         records: list[dict] = []
         # A checkpoint only at the stop (checkpoint_every is never reached), then resume.
         train(job["train"], out, n_topics=job["k"], iterations=10**9, sampler=sampler,
-              init=init, alpha=job["alpha"], beta=job["beta"], workers=job["workers"],
-              seed=job["seed"],
+              init=init, alpha=job["alpha"], beta=job["beta"],
+              workers=job["workers"] if processes else 1,
+              threads_per_worker=1 if processes else job["workers"], seed=job["seed"],
               max_seconds=max(budget - spent, 1.0), checkpoint_every=10**9 - 1,
               resume=i > 0, overwrite=True, on_record=records.append)
         new = [r for r in records if r.get("type") == "iteration"]
@@ -260,6 +263,8 @@ def worker_main(job_path: str) -> int:
     s = job["system"]
     if s.startswith("biglda-") and s.endswith("-init"):  # biglda-<random|sequential>-init
         run_biglda(job, clock, init=s.split("-")[1])
+    elif s == "biglda-processes":
+        run_biglda(job, clock, processes=True)
     elif s == "biglda" or s.startswith("biglda-"):
         run_biglda(job, clock, sampler=s.partition("-")[2] or "auto")
     elif s.startswith("tomotopy"):
