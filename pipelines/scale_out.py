@@ -13,8 +13,10 @@ any ``PxT`` or ``Pp/Ss`` is a layout too (``1x16``, ``16x1`` on 16 cores). For e
 prints tokens/s, bytes pulled and pushed per token, worker CPU-seconds
 per token spent in the sampling kernels and outside them (parameter-server actors, comms,
 cache: they run in the worker processes), the median over iterations after ``--skip`` (JIT,
-first full pull), and LL/token per iteration; then the ratios the issue's targets name, and
-every other layout's tokens/s against 1x1. Layouts run one after the other, round by round
+first full pull), and LL/token per iteration; then the ratios the issue's targets name,
+every other layout's tokens/s against 1x1, and the training time each layout takes to reach
+the worst last LL/token of all layouts against 1x1's (processes lag a clock per iteration,
+so their tokens/s overstate what they gain). Layouts run one after the other, round by round
 when ``--repeats`` > 1, so a change in the machine's load falls on all alike. Writes
 ``scale_out.json`` to ``--out``.
 """
@@ -29,6 +31,8 @@ import sys
 import time
 
 from bench_train import run
+
+from biglda.trainer.layout import pick
 
 LAYOUTS = {"1x1": dict(workers=1, threads_per_worker=1),
            "1x2": dict(workers=1, threads_per_worker=2),
@@ -95,7 +99,8 @@ def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_toke
             "other_cpu_us_per_token": 1e6 * max(0.0, proc_cpu - kernel_cpu) / n_tokens,
             "pull_s": med("pull_s"), "push_s": med("push_s"), "kernel_s": med("kernel_s"),
             "clock_s": med("clock_s"), "ll_s": med("ll_s"), "wait_s": med("wait_s"),
-            "ll_per_token": [float(r["ll_per_token"]) for r in records], "wall_s": wall}
+            "ll_per_token": [float(r["ll_per_token"]) for r in records], "wall_s": wall,
+            "elapsed_s": [float(r["elapsed"]) for r in records]}
 
 
 def cpu_ceiling(base: dict, layout: dict, n_cores: int) -> float:
@@ -167,6 +172,16 @@ def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> l
                          f"{got:.2f}x, {100 * got / ceiling:.0f}% of it")
         lines.append("- LL/token after the last iteration: " + ", ".join(
             f"{name} {r['ll_per_token'][-1]:.4f}" for name, r in res.items()))
+        # tokens/s is not what a user waits for: processes lag a clock per iteration
+        # (AD-LDA), threads share one chain. The time each layout takes to the worst last
+        # LL/token of all (from its first iteration's end, as `biglda layout` ranks them):
+        curves = {n: [list(zip(r["elapsed_s"], r["ll_per_token"], strict=True))]
+                  for n, r in res.items() if "elapsed_s" in r}
+        if base in curves and len(curves) > 1:
+            _, target, secs = pick(curves)
+            lines += [f"- {name}: to LL/token {target:.4f} in {secs[name]:.1f} s against "
+                      f"1x1's {secs[base]:.1f} s: {secs[base] / secs[name]:.2f}x"
+                      for name in curves if name != base and secs[name] > 0]
     return lines
 
 
