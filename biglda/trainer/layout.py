@@ -12,8 +12,8 @@ Why one process, not one per core, where nothing was measured: a process's threa
 one chain (the partitioned sweep: only ``n_k`` lags), while processes are data-parallel
 (AD-LDA): each sweeps against the others' counts of the clock before. That costs per
 iteration, not only per token: on 2 cores (cgs, K = 100, synth4m) 2 processes reached at
-iteration 40 the log-likelihood one thread had at iteration ~28, so at equal time they
-were no better than one thread, while 1 process x 2 threads was well ahead; on 16 cores
+iteration 30 the log-likelihood one thread had at iteration ~21, so at equal time they
+were about as far as one thread, while 1 process x 2 threads was 1.9x ahead; on 16 cores
 16 processes made 2.0x one thread's tokens/s and 1 x 16 7.5x (pipelines/README.md,
 "Seventeenth session" and "16 cores").
 
@@ -205,7 +205,9 @@ def pick(curves: Mapping[str, list[list[tuple[float, float]]]]) -> tuple[str, fl
     for name, runs in curves.items():
         got = [x for x in (seconds_to(run, target) for run in runs) if x is not None]
         seconds[name] = round(float(statistics.median(got)), 2) if got else math.inf
-    return min(seconds, key=lambda key: seconds[key]), target, seconds
+    # (a tie goes to more threads: one chain)
+    return (min(seconds, key=lambda key: (seconds[key], -int(key.split("x")[1]))), target,
+            seconds)
 
 
 def _measured(data: dict[str, Any] | None, name: str) -> tuple[int, int, str] | None:
