@@ -142,8 +142,10 @@ class _TrainProgress:
                 print(f"sampler auto: {choice['sampler']} ({choice['reason']})", flush=True)
             layout = rec.get("layout")
             if layout:
-                print(f"layout: {layout['processes']} process(es) x {layout['threads']} "
-                      f"thread(s) ({layout['reason']})", flush=True)
+                from biglda.trainer.layout import LayoutChoice
+
+                print(f"layout: {LayoutChoice(**layout).label()} ({layout['reason']})",
+                      flush=True)
             for url in rec.get("pages") or []:
                 print(f"biglda page: {url}", flush=True)
             backends = rec.get("backends") or {}

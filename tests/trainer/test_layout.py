@@ -31,6 +31,9 @@ def test_named_and_default_layouts(cache):
     # one process of a thread per core: its threads share one chain, where processes lag
     # a clock behind each other (AD-LDA)
     assert default[:2] == (1, cores) and "not measured" in default.reason
+    # the CLI prints the start record's entry back through LayoutChoice
+    assert lay.LayoutChoice(**default.as_dict()).label() == (
+        f"1 process x {cores} thread{'s' if cores > 1 else ''}")
     assert lay.choose_layout(None, None, backend="auto") is None  # the GPU path decides
 
 
