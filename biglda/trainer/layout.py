@@ -224,8 +224,8 @@ def _measured(data: dict[str, Any] | None, name: str) -> tuple[int, int, str] | 
         return None
     try:
         p, t = (int(x) for x in entry["best"])
-        rates = "tokens/s " + ", ".join(f"{k} {float(v) / 1e6:.2f}M"
-                                        for k, v in entry["tokens_per_s"].items())
+        rates = ", ".join(f"{k} {float(v) / 1e6:.2f}M"
+                          for k, v in entry["tokens_per_s"].items())
         if "seconds_to_ll" in entry:  # (a file of before 2026-11-27 has tokens/s alone)
             rates += f"; seconds to LL/token {float(entry['target_ll']):.3f}: " + ", ".join(
                 f"{k} {float(v):.2f}" for k, v in entry["seconds_to_ll"].items())

@@ -108,6 +108,7 @@ def test_measure_keeps_the_fastest_per_sampler_and_train_starts_it(cache, tmp_pa
         assert got["best"] == [int(x) for x in best.split("x")]
         choice = lay.choose_layout(None, None, sampler=sampler)
         assert list(choice[:2]) == got["best"] and f"fastest for {sampler}" in choice.reason
+        assert f"seconds to LL/token {target:.3f}: 2x1 " in choice.reason
     assert main(["layout"]) == 0
     out = capsys.readouterr().out
     for sampler in lay.MEASURE_SAMPLERS:
