@@ -8,7 +8,8 @@ Debian one, ingested and split as the ``debian`` pipeline does)::
 
 It runs ``compare.py`` (same scoring, same subprocess per system, same checkpoints of
 training wall time, ``repeats`` round by round) for ``biglda`` (default settings:
-``sampler="auto"``, ``workers`` workers) and ``tomotopy-2`` (``LDAModel(k, alpha, eta)
+``sampler="auto"``, one worker process of ``workers`` threads; 2 processes of one thread
+before 2026-11-27, ``biglda-processes`` now) and ``tomotopy-2`` (``LDAModel(k, alpha, eta)
 .train(1, workers=2)``), same alpha, beta and tokens, then reads its ``results.json`` and
 prints, per K:
 
