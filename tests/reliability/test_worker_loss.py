@@ -180,3 +180,35 @@ def test_killed_worker_without_replacement_continues_on_the_survivors(external_c
     # process: the 3 shards now run on 2 processes, another layout; docs/design.md)
     # (fewer, fuller processes see more moves at once: as good or better, up to chain noise)
     assert r.history[-1]["ll_per_token"] > straight.history[-1]["ll_per_token"] - 0.05
+
+
+def test_the_only_worker_process_killed_is_replaced_and_the_run_recovers(synth_url, tmp_path):
+    """The default layout: one process of 2 threads holding every shard and the whole table.
+    SIGKILLed, its nanny starts a new one; the run resumes from the last checkpoint on it and
+    ends with the chain of the same run without the kill (BSP, same seed and layout)."""
+    from biglda.trainer.cluster import connect
+
+    cfg = _cfg(workers=1, threads_per_worker=2)
+    corpus = validate(synth_url, None, cfg, False)
+    with connect(workers=1, threads_per_worker=2) as client:
+        straight = run_training(client, corpus, cfg, out=str(tmp_path / "straight.zarr"))
+        killed = []
+
+        def on_record(rec):
+            if rec.get("type") == "iteration" and rec["iteration"] == KILL_AFTER and not killed:
+                (addr,) = client.scheduler_info(n_workers=-1)["workers"]
+                kill_worker(client, addr)
+                killed.append(addr)
+
+        r = run_training(client, corpus, cfg, out=str(tmp_path / "model.zarr"),
+                         on_record=[on_record])
+    assert killed and len(r.recoveries) == 1, r.recoveries
+    assert r.recoveries[0].lost_workers == killed and r.recoveries[0].resumed_clock == 4
+    (worker,) = set(r.placement.values())
+    assert worker != killed[0]  # the nanny's new process
+    n_wk, n_k = recount_table(synth_url, r.z, r.shards, 8)
+    np.testing.assert_array_equal(r.n_wk, n_wk)
+    np.testing.assert_array_equal(r.n_k, n_k)
+    for s in straight.shards:
+        np.testing.assert_array_equal(r.z[s.index], straight.z[s.index])
+    assert r.history[-1]["ll"] == pytest.approx(straight.history[-1]["ll"], rel=1e-12)
