@@ -24,3 +24,15 @@ def kill_worker(client, address: str, sig: int = signal.SIGKILL) -> int:
     pid = client.run(os.getpid, workers=[address])[address]
     os.kill(pid, sig)
     return pid
+
+
+def worker_addresses(client, n: int | None = None) -> list[str]:
+    """The workers' addresses, sorted, asked of the scheduler now (``n``: first wait up to
+    60 s for that many, e.g. for a nanny's replacement of a worker an earlier test killed).
+
+    Not ``client.scheduler_info()``: when its query fails it returns the client's cached
+    identity, whose periodic updates carry no workers (distributed 2026.8).
+    """
+    if n is not None:
+        client.wait_for_workers(n, timeout=60)
+    return sorted(client.nthreads())

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 import pytest
-from rel_helpers import kill_worker, recount_table
+from rel_helpers import kill_worker, recount_table, worker_addresses
 
 from biglda.trainer.config import TrainConfig, validate
 from biglda.trainer.run import run_training
@@ -43,6 +43,7 @@ def test_killed_worker_is_recovered_from_the_checkpoint(cluster3, synth_url, str
     """``clock``: the worker of the clock actor, table shard 0 and a document shard;
     ``table``: another worker (a table shard and a document shard)."""
     client = cluster3
+    worker_addresses(client, 3)  # an earlier test's victim replaced by its nanny
     cfg = _cfg()
     corpus = validate(synth_url, None, cfg, False)
     killed = []
@@ -51,7 +52,7 @@ def test_killed_worker_is_recovered_from_the_checkpoint(cluster3, synth_url, str
     def on_record(rec):
         records.append(rec)
         if rec.get("type") == "iteration" and rec["iteration"] == KILL_AFTER and not killed:
-            workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+            workers = worker_addresses(client)
             addr = workers[0] if victim == "clock" else workers[-1]  # PS order = sorted
             kill_worker(client, addr)
             killed.append(addr)
@@ -95,12 +96,13 @@ def test_killed_worker_under_ssp_keeps_the_table_equal_to_the_recount(cluster3, 
     back.
     """
     client = cluster3
+    worker_addresses(client, 3)  # an earlier test's victim replaced by its nanny
     cfg = _cfg(staleness=2)
     killed = []
 
     def on_record(rec):
         if rec.get("type") == "iteration" and rec["iteration"] == KILL_AFTER and not killed:
-            addr = sorted(client.scheduler_info(n_workers=-1)["workers"])[1]
+            addr = worker_addresses(client)[1]
             kill_worker(client, addr)
             killed.append(addr)
 
@@ -163,7 +165,7 @@ def test_killed_worker_without_replacement_continues_on_the_survivors(external_c
 
     def on_record(rec):
         if rec.get("type") == "iteration" and rec["iteration"] == KILL_AFTER and not killed:
-            addr = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
+            addr = worker_addresses(client)[0]
             kill_worker(client, addr)
             killed.append(addr)
 
@@ -196,7 +198,7 @@ def test_the_only_worker_process_killed_is_replaced_and_the_run_recovers(synth_u
 
         def on_record(rec):
             if rec.get("type") == "iteration" and rec["iteration"] == KILL_AFTER and not killed:
-                (addr,) = client.scheduler_info(n_workers=-1)["workers"]
+                (addr,) = worker_addresses(client)
                 kill_worker(client, addr)
                 killed.append(addr)
 
