@@ -370,7 +370,13 @@ def worker_slots(client: Any, timeout: float) -> list[tuple[str, int, int]]:
 
 
 def live_workers(client: Any) -> set[str]:
-    """Addresses of the workers the scheduler knows now (a fresh query)."""
+    """Addresses of the workers the scheduler knows now (a fresh query).
+
+    Where the query fails (OSError), Dask's ``scheduler_info`` answers with the client's
+    cached identity, which its periodic updates keep without workers (distributed
+    2026.8): callers that conclude a loss from it confirm with a second query
+    (:func:`check_workers`) or wait for the loss (:func:`wait_for_loss`).
+    """
     return set(client.scheduler_info(n_workers=-1)["workers"])
 
 
