@@ -141,9 +141,12 @@ def choose_layout(workers: int | None, threads_per_worker: int | None,
     '3 processes x 1 thread'
     """
     if workers is not None or threads_per_worker is not None:
-        return LayoutChoice(int(workers) if workers else
-                            max(1, (os.cpu_count() or 1) // int(threads_per_worker or 1)),
-                            int(threads_per_worker or 1), "named by the run")
+        p = (int(workers) if workers else
+             max(1, (os.cpu_count() or 1) // int(threads_per_worker or 1)))
+        return LayoutChoice(p, int(threads_per_worker or 1), "named by the run" + (
+            "; on one machine threads reach a model sooner than processes, which sweep "
+            "against each other's counts of the clock before (docs/design.md)"
+            if p > 1 else ""))
     if backend != "cpu":
         return None
     data = saved_measurement()
