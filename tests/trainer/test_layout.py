@@ -63,6 +63,24 @@ def test_a_malformed_entry_counts_as_not_measured(cache, entry):
     assert "not measured" in lay.choose_layout(None, None, sampler="cgs").reason
 
 
+def test_the_pick_is_the_first_to_the_worst_last_ll():
+    # processes: more tokens/s, each iteration worth less; threads: slower, one chain
+    curves = {"2x1": [[(2.0, -9.0), (2.5, -8.6), (3.0, -8.4), (3.5, -8.3)]],
+              "1x2": [[(2.0, -8.8), (2.7, -8.3), (3.4, -8.0)],
+                      [(2.0, -8.9), (2.6, -8.5), (3.2, -8.1)]]}
+    best, target, seconds = lay.pick(curves)
+    assert target == -8.3  # the worst last LL of any run
+    # 2x1 reaches it at its last iteration, 1.5 s after its first; 1x2's two runs at 0.7 s
+    # and 0.6 + 0.6 * (0.2 / 0.4) = 0.9 s: the median 0.8 s
+    assert seconds == {"2x1": 1.5, "1x2": 0.8} and best == "1x2"
+    # a curve that starts above the target reached it at once; one that never does is None
+    assert lay.seconds_to([(1.0, -8.0), (2.0, -7.0)], -8.5) == 0.0
+    assert lay.seconds_to([(1.0, -9.0), (2.0, -8.8)], -8.5) is None
+    # a tie goes to more threads
+    assert lay.pick({"2x1": [[(1.0, -9.0), (2.0, -8.0)]],
+                     "1x2": [[(1.0, -9.0), (2.0, -8.0)]]})[0] == "1x2"
+
+
 def test_candidates_span_processes_and_threads():
     assert lay.candidates(1) == [(1, 1)]
     assert lay.candidates(6) == [(6, 1), (3, 2), (1, 6)]

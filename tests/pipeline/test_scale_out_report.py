@@ -1,0 +1,45 @@
+"""``pipelines/scale_out.py``'s report: each layout's time to the worst last LL/token of all
+layouts against 1x1's, on hand-made curves (the ranking of ``biglda layout --measure``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+PIPELINES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "pipelines")
+
+
+@pytest.fixture(scope="module")
+def scale_out():
+    sys.path.insert(0, PIPELINES)
+    try:
+        import scale_out
+
+        yield scale_out
+    finally:
+        sys.path.remove(PIPELINES)
+
+
+def _layout(tokens_per_s, elapsed, ll):
+    return {"tokens_per_s": tokens_per_s, "pulled_per_token": 0.0, "pushed_per_token": 0.0,
+            "kernel_cpu_us_per_token": 0.1, "other_cpu_us_per_token": 0.01,
+            "ll_per_token": ll, "elapsed_s": elapsed}
+
+
+def test_time_to_the_worst_last_ll_against_one_thread(scale_out):
+    res = {"1x1": _layout(1e6, [1.0, 3.0, 5.0, 7.0], [-9.0, -8.5, -8.2, -8.0]),
+           "1x2": _layout(2e6, [1.0, 2.0, 3.0, 4.0], [-9.0, -8.5, -8.2, -8.1]),
+           # more tokens/s than 1x1, less gained a sweep
+           "2x1": _layout(1.8e6, [1.0, 2.1, 3.2, 4.3], [-9.3, -8.9, -8.6, -8.4])}
+    lines = scale_out.report(res)
+    # the worst last LL is 2x1's -8.4: 1x1 reaches it 2 + 2 * (0.1 / 0.3) s after its first
+    # iteration, 1x2 1 + 1 * (0.1 / 0.3) s, 2x1 at its last iteration, 3.3 s (seconds
+    # rounded to 0.01 before the ratio: 2.67 / 1.33)
+    assert "- 1x2: to LL/token -8.4000 in 1.3 s against 1x1's 2.7 s: 2.01x" in lines
+    assert "- 2x1: to LL/token -8.4000 in 3.3 s against 1x1's 2.7 s: 0.81x" in lines
+    # without the elapsed times (a file of before 2026-11-27) there are no such lines
+    old = {k: {x: y for x, y in v.items() if x != "elapsed_s"} for k, v in res.items()}
+    assert not [ln for ln in scale_out.report(old) if "to LL/token" in ln]
