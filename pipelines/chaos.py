@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             clocks = sorted(rng.choice(np.arange(2, args.iterations - 1), size=args.kills,
                                        replace=False).tolist())
             roles = rng.choice(["clock", "other"], size=args.kills).tolist()
-            others = rng.integers(1, args.workers, size=args.kills).tolist()
+            # (one worker, the default layout: every kill is of it)
+            others = rng.integers(1, max(2, args.workers), size=args.kills).tolist()
             kills: list[dict] = []
             reached = {"iteration": 0}
 
@@ -176,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                 reached["iteration"] = max(reached["iteration"], it)
                 i = len(kills)
                 if i < len(clocks) and it == clocks[i]:
-                    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+                    # asked now (scheduler_info answers a failed query with a cache
+                    # that holds no workers)
+                    workers = sorted(client.nthreads())
                     addr = workers[0] if roles[i] == "clock" else \
                         workers[others[i] % len(workers)]
                     pid = client.run(os.getpid, workers=[addr])[addr]
