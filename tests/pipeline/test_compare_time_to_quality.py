@@ -4,24 +4,13 @@ checkpoints), the median over repeats and the ratio to the reference, on hand-ma
 from __future__ import annotations
 
 import math
-import os
-import sys
 
 import pytest
 
-PIPELINES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "pipelines")
-
 
 @pytest.fixture(scope="module")
-def ttq():
-    sys.path.insert(0, PIPELINES)
-    try:
-        import time_to_quality
-
-        yield time_to_quality
-    finally:
-        sys.path.remove(PIPELINES)
+def ttq(pipeline_script):
+    return pipeline_script("time_to_quality")
 
 
 def _run(*points):

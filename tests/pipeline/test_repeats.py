@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import textwrap
 from types import SimpleNamespace
 
@@ -21,21 +20,12 @@ import pytest
 from biglda import pipeline as pl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PIPELINES = os.path.join(ROOT, "pipelines")
 
 
 @pytest.fixture(scope="module")
-def scripts():
+def scripts(pipeline_script):
     """The scripts of ``pipelines/`` as modules (they import each other by file name)."""
-    sys.path.insert(0, PIPELINES)
-    try:
-        import compare
-        import repeats
-        import scaling
-
-        yield SimpleNamespace(compare=compare, repeats=repeats, scaling=scaling)
-    finally:
-        sys.path.remove(PIPELINES)
+    return SimpleNamespace(**{n: pipeline_script(n) for n in ("compare", "repeats", "scaling")})
 
 
 # --------------------------------------------------------------------------- aggregation

@@ -3,24 +3,12 @@ layouts against 1x1's, on hand-made curves (the ranking of ``biglda layout --mea
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
-
-PIPELINES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "pipelines")
 
 
 @pytest.fixture(scope="module")
-def scale_out():
-    sys.path.insert(0, PIPELINES)
-    try:
-        import scale_out
-
-        yield scale_out
-    finally:
-        sys.path.remove(PIPELINES)
+def scale_out(pipeline_script):
+    return pipeline_script("scale_out")
 
 
 def _layout(tokens_per_s, elapsed, ll):
