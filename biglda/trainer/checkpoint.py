@@ -12,15 +12,21 @@ checkpoint needs; resuming recounts the table from it. Layout (Zarr v3)::
 Writes alternate between the two slots: every shard writes its ``z`` into the slot that is *not*
 committed, and the driver moves the ``clock``/``slot`` attributes only after every shard has
 reported its write. A run killed in the middle of a write leaves the committed slot untouched, so
-the previous checkpoint stays usable. (Under SSP with staleness ≥ twice the checkpoint period a
-fast shard may write the next-but-one checkpoint before a slow one finished the current; any
-``z`` is still a valid sampler state — the table is recounted — only its clock is approximate.)
+the previous checkpoint stays usable. The driver also records in ``decided`` the last clock whose
+checkpoint reports it has processed (committed or not), and a worker writes its next checkpoint
+only once its previous one is decided (:func:`wait_decided`), into the slot not committed then:
+otherwise a worker two checkpoints ahead of a lagging driver wrote into the committed slot (a
+recovery then read ``z`` of a later clock under the committed one's; docs/reliability.md).
+So under SSP a process ahead of the others waits at a checkpoint until the slowest has
+reported the one before (before this rule, with staleness of twice the checkpoint period, a
+fast shard could write the next-but-one checkpoint before a slow one finished the current).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -125,7 +131,43 @@ def commit(url: str, clock: int, slot: int, history: History,
         raise ValueError(f"refusing to commit checkpoint clock {clock}: its history must be "
                          f"the records of iterations 1..{clock}, got {shown}")
     g = zarr.open_group(url, mode="r+")
-    update_attributes(g, {"clock": int(clock), "slot": int(slot), "history": list(history)})
+    update_attributes(g, {"clock": int(clock), "slot": int(slot), "history": list(history),
+                          "decided": max(int(clock), _decided(dict(g.attrs)))})
+
+
+def _decided(attrs: Mapping[str, Any]) -> int:
+    """Return the last clock whose checkpoint the driver decided.
+
+    A store written before ``decided`` existed: its committed clock.
+    """
+    return int(attrs.get("decided", attrs.get("clock", -1)))
+
+
+def decide(url: str, clock: int) -> None:
+    """Record that the driver processed the checkpoint reports of ``clock``.
+
+    Committed or not: workers waiting to write their next checkpoint go on
+    (:func:`wait_decided`).
+    """
+    g = zarr.open_group(url, mode="r+")
+    if _decided(dict(g.attrs)) < clock:
+        update_attributes(g, {"decided": int(clock)})
+
+
+def wait_decided(url: str, clock: int, timeout: float, poll: float = 0.02
+                 ) -> dict[str, Any] | None:
+    """Wait up to ``timeout`` s for the driver to decide the checkpoint of ``clock``.
+
+    Return the checkpoint's attributes then (``slot``: the committed one), None on timeout.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        attrs = dict(zarr.open_group(url, mode="r").attrs)
+        if _decided(attrs) >= clock:
+            return attrs
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(poll)
 
 
 def open_checkpoint(url: str, n_topics: int, n_tokens: int) -> dict[str, Any]:
@@ -209,6 +251,17 @@ def commit_after_clock(ck_url: str | None, stats: Mapping[int, Mapping[str, Any]
         return None
     rows = list(stats.values())
     wrote = {tuple(r["checkpoint"]) for r in rows if r.get("checkpoint")}
+    reported = bool(wrote)
+    got = _commit_reports(ck_url, rows, wrote, c, history, rec, n_shards, known_missing)
+    if reported and got is None:  # (a commit records its decision itself)
+        decide(ck_url, c + 1)
+    return got
+
+
+def _commit_reports(ck_url: str, rows: list, wrote: set, c: int, history: History,
+                    rec: Record, n_shards: int | None,
+                    known_missing: frozenset[int]) -> int | None:
+    """:func:`commit_after_clock`'s decision: commit the reported checkpoint or not."""
     if not rows or len(wrote) != 1 or not all(r.get("checkpoint") for r in rows):
         return None
     if n_shards is not None and len(rows) != n_shards:

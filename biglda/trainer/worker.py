@@ -146,17 +146,16 @@ LL_RUN_TOKENS = 1 << 18
 class _ShardState:
     """One shard of the process.
 
-    Where its tokens sit in the process's arrays, its ``z`` (a view of the process's),
-    documents and checkpoint slot.
+    Where its tokens sit in the process's arrays, its ``z`` (a view of the process's) and
+    documents.
     """
 
-    def __init__(self, shard: Any, lo: int, doc_ptr: np.ndarray, slot: int) -> None:
+    def __init__(self, shard: Any, lo: int, doc_ptr: np.ndarray) -> None:
         self.index = int(shard.index)
         self.shard = shard
         self.lo, self.hi = int(lo), int(lo + doc_ptr[-1])
         self.doc_ptr = np.ascontiguousarray(doc_ptr, dtype=np.int64)
         self.z: np.ndarray = np.zeros(0)
-        self.slot = slot
 
 
 class FirstTopics:
@@ -211,6 +210,8 @@ class _ProcessState:
         self.n_threads = n_threads  # sampling threads (one part may use them all)
         # the sampler takes all the threads into its one sweep of the process's shards
         self.shared_sweep = one_part and n_threads > 1
+        # the clock of this attempt's last checkpoint write (None: none yet)
+        self.last_write: int | None = None
         self.shards: list[_ShardState] = []
         parts, lo = [], 0
         # one part: the shards in corpus order, so the part is the same on any thread count
@@ -218,7 +219,7 @@ class _ProcessState:
         for shard in order:
             tokens, doc_ptr = corpus.read_shard(shard)
             parts.append(np.asarray(tokens))
-            self.shards.append(_ShardState(shard, lo, doc_ptr, spec.checkpoint_slot))
+            self.shards.append(_ShardState(shard, lo, doc_ptr))
             lo += len(parts[-1])
         self.z = np.zeros(lo, dtype=z_dtype(spec.cfg.n_topics))
         drawn = FirstTopics(spec.cfg, corpus) if spec.resume_attrs is None else None
@@ -350,7 +351,7 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             spec.ps.clock.tick_many(clock + 1, {st.index: stats[st.index] for st in proc.shards},
                                     spec.cfg.call_timeout)
             clock += 1
-    _final_checkpoint(spec, proc.shards, clock)
+    _final_checkpoint(spec, proc, clock)
     return {st.index: st.z for st in proc.shards}
 
 
@@ -536,10 +537,11 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     if spec.checkpoint_url and ((spec.checkpoint_every > 0 and (
             done % spec.checkpoint_every == 0 or done == spec.stop_clock))
             or done in spec.checkpoint_at):
-        for st in proc.shards:
-            ckpt.write_shard_z(spec.checkpoint_url, st.slot, st.index, st.z)
-            wrote = [done, st.slot]
-            st.slot = 1 - st.slot
+        slot = _checkpoint_slot(spec, proc, done)
+        if slot is not None:
+            for st in proc.shards:
+                ckpt.write_shard_z(spec.checkpoint_url, slot, st.index, st.z)
+            wrote = [done, slot]
     times = {"start": t0, "waited": t_wait, "pull": t_pull, "sweep": t_sweep, "ll": t_ll,
              "push": t_push, "end": time.time()}
     stats = _shard_stats(proc, results, times, worker, backend, clock, doc_ll,
@@ -586,14 +588,44 @@ def _shard_stats(proc: _ProcessState, results: list[tuple[Any, float]], times: d
     return out
 
 
-def _final_checkpoint(spec: GroupSpec, states: list[Any], clock: int) -> None:
+def _checkpoint_slot(spec: GroupSpec, proc: _ProcessState, done: int) -> int | None:
+    """Return the slot the checkpoint of clock ``done`` goes to, or None to skip it.
+
+    The first write of an attempt goes to the slot the driver named (not the committed
+    one). A later one waits until the driver has decided the previous write (committed or
+    not: :func:`biglda.trainer.checkpoint.wait_decided`) and goes to the slot not committed
+    then, so a worker ahead of a lagging driver never writes into the committed slot, and
+    every process, reading the same decision, picks the same slot. Not decided within
+    ``call_timeout``: this checkpoint is skipped (logged).
+    """
+    assert spec.checkpoint_url is not None
+    if proc.last_write is None:
+        slot = int(spec.checkpoint_slot)
+    else:
+        attrs = ckpt.wait_decided(spec.checkpoint_url, proc.last_write, spec.cfg.call_timeout)
+        if attrs is None:
+            import logging
+
+            logging.getLogger("biglda.train").warning(
+                "checkpoint of clock %d skipped: the driver has not decided the one of clock "
+                "%d within %g s", done, proc.last_write, spec.cfg.call_timeout)
+            return None
+        slot = 1 - int(attrs["slot"])
+    proc.last_write = done
+    return slot
+
+
+def _final_checkpoint(spec: GroupSpec, proc: _ProcessState, clock: int) -> None:
     """Make the last state resumable too when stopped early (the driver's stop rule)."""
-    if spec.checkpoint_url and spec.checkpoint_every > 0 and clock < spec.stop_clock:
-        for st in states:
-            if clock % spec.checkpoint_every:
-                ckpt.write_shard_z(spec.checkpoint_url, st.slot, st.index, st.z)
-                spec.ps.mailbox.note(st.index, {"final_checkpoint": [clock, st.slot]},
-                                     spec.cfg.call_timeout)
+    if (spec.checkpoint_url and spec.checkpoint_every > 0 and clock < spec.stop_clock
+            and clock % spec.checkpoint_every):
+        slot = _checkpoint_slot(spec, proc, clock)
+        if slot is None:
+            return
+        for st in proc.shards:
+            ckpt.write_shard_z(spec.checkpoint_url, slot, st.index, st.z)
+            spec.ps.mailbox.note(st.index, {"final_checkpoint": [clock, slot]},
+                                 spec.cfg.call_timeout)
 
 
 

@@ -65,7 +65,11 @@ def test_commit_refused_when_clock_and_history_disagree(store, case, caplog):
         args = (_stats((4, 1), (4, 0)), 3, _recs(1, 2, 3), _recs(4)[0])
     with caplog.at_level(logging.WARNING, logger="biglda.train"):
         assert ckpt.commit_after_clock(store, *args, 2) is None
-    assert _attrs(store) == before  # the previous checkpoint stays committed
+    after = _attrs(store)
+    # the previous checkpoint stays committed; the reports of the clock are decided, so a
+    # worker waiting to write its next checkpoint goes on (into the slot not committed)
+    assert after.pop("decided") == args[1] + 1 and before.pop("decided") == 2
+    assert after == before
     if case != "shards-disagree":
         assert "not committed" in caplog.text
 
@@ -132,3 +136,18 @@ def test_every_state_a_commit_writes_is_the_old_checkpoint_or_the_new(store, mon
     old, new = (2, 0, [1, 2]), (4, 1, [1, 2, 3, 4])
     assert all(w in (old, new) for w in written), written
     assert written[-1] == new
+
+
+def test_a_worker_waits_for_the_decision_on_its_previous_checkpoint(store):
+    # nothing decided yet: a worker whose last write was clock 2 waits, then gives up
+    assert ckpt.wait_decided(store, 2, timeout=0.05) is None
+    assert ckpt.commit_after_clock(store, _stats((2, 0), (2, 0)), 1, _recs(1), _recs(2)[0], 2) == 2
+    got = ckpt.wait_decided(store, 2, timeout=0.05)
+    assert got is not None and (got["clock"], got["slot"], got["decided"]) == (2, 0, 2)
+    # the checkpoint of clock 4 not committed (a shard did not report) but decided: the next
+    # write goes to the slot not committed, 1, never into clock 2's slot 0
+    assert ckpt.commit_after_clock(store, _stats((4, 1)), 3, _recs(1, 2, 3), _recs(4)[0],
+                                   2) is None
+    got = ckpt.wait_decided(store, 4, timeout=0.05)
+    assert got is not None and (got["clock"], got["slot"], got["decided"]) == (2, 0, 4)
+    assert ckpt.wait_decided(store, 6, timeout=0.05) is None

@@ -168,7 +168,7 @@ def test_a_process_clock_is_shared_by_its_shards_wait_included():
 
     sizes, lo, shards = (100, 200, 100, 400), 0, []
     for i, n in enumerate(sizes):
-        shards.append(_ShardState(SimpleNamespace(index=i), lo, np.array([0, n]), 0))
+        shards.append(_ShardState(SimpleNamespace(index=i), lo, np.array([0, n])))
         lo += n
     proc = SimpleNamespace(shards=shards,
                            threads=[_ThreadPart(shards[:3]), _ThreadPart(shards[3:])])
