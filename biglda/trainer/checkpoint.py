@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -154,19 +154,28 @@ def decide(url: str, clock: int) -> None:
         update_attributes(g, {"decided": int(clock)})
 
 
-def wait_decided(url: str, clock: int, timeout: float, poll: float = 0.02
+def wait_decided(url: str, clock: int, timeout: float, poll: float = 0.02,
+                 alive: Callable[[], bool] | None = None, alive_every: float = 0.5
                  ) -> dict[str, Any] | None:
     """Wait up to ``timeout`` s for the driver to decide the checkpoint of ``clock``.
 
-    Return the checkpoint's attributes then (``slot``: the committed one), None on timeout.
+    Return the checkpoint's attributes then (``slot``: the committed one), None on timeout
+    or once ``alive()`` (asked every ``alive_every`` s) says the attempt is over: a task the
+    driver gave up must not write a checkpoint into a slot the next attempt writes.
     """
     deadline = time.monotonic() + timeout
+    next_check = time.monotonic() + alive_every
     while True:
         attrs = dict(zarr.open_group(url, mode="r").attrs)
         if _decided(attrs) >= clock:
             return attrs
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             return None
+        if alive is not None and now >= next_check:
+            if not alive():
+                return None
+            next_check = now + alive_every
         time.sleep(poll)
 
 

@@ -602,13 +602,22 @@ def _checkpoint_slot(spec: GroupSpec, proc: _ProcessState, done: int) -> int | N
     if proc.last_write is None:
         slot = int(spec.checkpoint_slot)
     else:
-        attrs = ckpt.wait_decided(spec.checkpoint_url, proc.last_write, spec.cfg.call_timeout)
+        shards = [st.index for st in proc.shards]
+
+        def alive() -> bool:  # the attempt goes on (its clock answers for the clock now run)
+            answer = spec.ps.clock.wait_many(shards, done - 1, spec.wait_chunk,
+                                             spec.cfg.call_timeout)
+            return answer is not ClockAnswer.ABORT
+
+        attrs = ckpt.wait_decided(spec.checkpoint_url, proc.last_write, spec.cfg.call_timeout,
+                                  alive=alive)
         if attrs is None:
             import logging
 
             logging.getLogger("biglda.train").warning(
                 "checkpoint of clock %d skipped: the driver has not decided the one of clock "
-                "%d within %g s", done, proc.last_write, spec.cfg.call_timeout)
+                "%d (within %g s, or it gave the attempt up)", done, proc.last_write,
+                spec.cfg.call_timeout)
             return None
         slot = 1 - int(attrs["slot"])
     proc.last_write = done

@@ -151,3 +151,17 @@ def test_a_worker_waits_for_the_decision_on_its_previous_checkpoint(store):
     got = ckpt.wait_decided(store, 4, timeout=0.05)
     assert got is not None and (got["clock"], got["slot"], got["decided"]) == (2, 0, 4)
     assert ckpt.wait_decided(store, 6, timeout=0.05) is None
+
+
+def test_a_given_up_attempt_stops_waiting_to_write(store):
+    import time
+
+    asked = []
+
+    def alive():
+        asked.append(1)
+        return len(asked) < 2  # the driver gives the attempt up after the first check
+
+    t0 = time.monotonic()
+    assert ckpt.wait_decided(store, 2, timeout=30.0, alive=alive, alive_every=0.05) is None
+    assert len(asked) == 2 and time.monotonic() - t0 < 5.0
