@@ -260,9 +260,8 @@ def commit_after_clock(ck_url: str | None, stats: Mapping[int, Mapping[str, Any]
         return None
     rows = list(stats.values())
     wrote = {tuple(r["checkpoint"]) for r in rows if r.get("checkpoint")}
-    reported = bool(wrote)
     got = _commit_reports(ck_url, rows, wrote, c, history, rec, n_shards, known_missing)
-    if reported and got is None:  # (a commit records its decision itself)
+    if wrote and got is None:  # (a commit records its decision itself)
         decide(ck_url, c + 1)
     return got
 
@@ -277,7 +276,7 @@ def _commit_reports(ck_url: str, rows: list, wrote: set, c: int, history: Histor
         log.warning("checkpoint after clock %d not committed: %d of %d shards reported",
                     c, len(rows), n_shards)
         return None
-    done, slot = wrote.pop()
+    done, slot = next(iter(wrote))
     if int(done) != c + 1:
         log.warning("checkpoint not committed: the shards' stats of clock %d report a "
                     "checkpoint of clock %s", c, done)

@@ -33,6 +33,7 @@ as a :class:`biglda.errors.ClusterError`.
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -46,6 +47,8 @@ from biglda.trainer import checkpoint as ckpt
 from biglda.trainer.alpha import alpha_due
 from biglda.trainer.config import TrainConfig
 from biglda.trainer.metrics import ShardClockStats, shard_clock_stats
+
+log = logging.getLogger("biglda.train")
 
 _EMPTY32 = np.zeros(0, dtype=np.int32)
 
@@ -612,9 +615,7 @@ def _checkpoint_slot(spec: GroupSpec, proc: _ProcessState, done: int) -> int | N
         attrs = ckpt.wait_decided(spec.checkpoint_url, proc.last_write, spec.cfg.call_timeout,
                                   alive=alive)
         if attrs is None:
-            import logging
-
-            logging.getLogger("biglda.train").warning(
+            log.warning(
                 "checkpoint of clock %d skipped: the driver has not decided the one of clock "
                 "%d (within %g s, or it gave the attempt up)", done, proc.last_write,
                 spec.cfg.call_timeout)
