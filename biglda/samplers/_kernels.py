@@ -493,7 +493,8 @@ def _range_lists(tokens, doc_ptr, z, half, d_lo, d_hi, range_of, n_ranges, n_top
 
     Those of one half (``d % 2 == half``: lightlda's), or of every document with ``half =
     -1``. Returns ``(topic counts int64 [K], ptr int64 [n_ranges + 1], idx int64 [n])``: the
-    tokens of word range ``r`` (``range_of[w]``) are ``idx[ptr[r]:ptr[r + 1]]``, ascending.
+    tokens of word range ``r`` (``range_of[w]``) are ``idx[ptr[r]:ptr[r + 1]]``, ascending;
+    a word of range -1 (outside a sweep's window of words) is in none.
     """
     counts = np.zeros(n_topics, dtype=np.int64)
     ptr = np.zeros(n_ranges + 1, dtype=np.int64)
@@ -502,7 +503,9 @@ def _range_lists(tokens, doc_ptr, z, half, d_lo, d_hi, range_of, n_ranges, n_top
     for d in range(first, d_hi, stride):
         for i in range(doc_ptr[d], doc_ptr[d + 1]):
             counts[z[i]] += 1
-            ptr[range_of[tokens[i]] + 1] += 1
+            r = range_of[tokens[i]]
+            if r >= 0:
+                ptr[r + 1] += 1
     for r in range(n_ranges):
         ptr[r + 1] += ptr[r]
     fill = ptr[:-1].copy()
@@ -510,6 +513,7 @@ def _range_lists(tokens, doc_ptr, z, half, d_lo, d_hi, range_of, n_ranges, n_top
     for d in range(first, d_hi, stride):
         for i in range(doc_ptr[d], doc_ptr[d + 1]):
             r = range_of[tokens[i]]
-            idx[fill[r]] = i
-            fill[r] += 1
+            if r >= 0:
+                idx[fill[r]] = i
+                fill[r] += 1
     return counts, ptr, idx

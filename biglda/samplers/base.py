@@ -62,6 +62,13 @@ class SweepResult:
     cpu_seconds: float | None = None
 
 
+def mean_accept_rate(parts: list[SweepResult]) -> float | None:
+    """Return the token-weighted mean acceptance rate of sweeps (None where none has one)."""
+    rates = [(p.accept_rate, p.n_tokens) for p in parts if p.accept_rate is not None]
+    n = sum(t for _, t in rates)
+    return sum(a * t for a, t in rates) / n if rates and n else None
+
+
 def combine_sweeps(tokens: np.ndarray, z_old: np.ndarray, z: np.ndarray, n_rows: int,
                    n_topics: int, parts: list[SweepResult]) -> SweepResult:
     """One SweepResult for a range swept in parts (rounds of documents, each its own sweep).
@@ -70,11 +77,9 @@ def combine_sweeps(tokens: np.ndarray, z_old: np.ndarray, z: np.ndarray, n_rows:
     tokens and seconds add up, the acceptance rate is the token-weighted mean.
     """
     words, topics, counts, delta_k = _sweep_delta(tokens, z_old, z, n_rows, n_topics)
-    rates = [(p.accept_rate, p.n_tokens) for p in parts if p.accept_rate is not None]
-    n = sum(t for _, t in rates)
     cpu = [p.cpu_seconds for p in parts]
     return SweepResult(words, topics, counts, delta_k, sum(p.n_tokens for p in parts),
-                       sum(a * t for a, t in rates) / n if rates and n else None,
+                       mean_accept_rate(parts),
                        sum(p.seconds for p in parts),
                        None if any(c is None for c in cpu) else sum(c or 0.0 for c in cpu))
 

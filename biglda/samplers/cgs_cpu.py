@@ -820,25 +820,34 @@ class CGSSampler(Sampler):
             return "dense"
         return "dense" if density * moves >= SPARSE_BELOW else "sparse"
 
+    @property
+    def word_windows(self) -> bool:
+        """Say whether a sweep can take a ``window`` of words: as ``threads_per_sweep``."""
+        return self.threads_per_sweep
+
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
-              pool: Executor | None = None, n_threads: int = 1) -> SweepResult:
+              pool: Executor | None = None, n_threads: int = 1,
+              window: tuple[int, int] | None = None) -> SweepResult:
         """Resample every token of one shard once (see :meth:`Sampler.sweep`).
 
         ``n_threads`` > 1 threads share the sweep ("sparse" and "dense"): this one and
         ``n_threads - 1`` of ``pool``, by tomotopy's PARTITION
-        (:mod:`biglda.samplers.partition`: exact but for ``n_k``).
+        (:mod:`biglda.samplers.partition`: exact but for ``n_k``). ``window`` ``(lo, hi)``:
+        only the tokens of rows ``[lo, hi)``, partitioned also on one thread (then ``pool``
+        is still needed).
         """
         n_threads = max(1, int(n_threads))
-        if n_threads == 1:
+        if n_threads == 1 and window is None:
             return super().sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
         if not self.threads_per_sweep:
-            raise ValueError(f"the {self.variant!r} cgs kernel sweeps on one thread")
+            raise ValueError(f"the {self.variant!r} cgs kernel sweeps on one thread, "
+                             f"all its words")
         return partitioned_sweep(
             lambda part, a, state: self._run_partitioned(part, tokens, doc_ptr, z, n_wk, n_k,
                                                          a, float(beta), float(n_words),
                                                          state),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG)
+            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG, window)
 
     def _kernel(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, occ=None,
                 n_threads: int = 1) -> str:

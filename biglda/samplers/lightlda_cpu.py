@@ -553,16 +553,20 @@ class LightLDASampler(Sampler):
         self.mh_steps = int(mh_steps)
         self._layouts = Layouts()  # each tokens array's cut for several threads
 
+    word_windows = True  # a sweep can take a window of words (partitioned, also on one thread)
+
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
-              pool: Executor | None = None, n_threads: int = 1) -> SweepResult:
+              pool: Executor | None = None, n_threads: int = 1,
+              window: tuple[int, int] | None = None) -> SweepResult:
         """Resample every token of one shard once (see :meth:`Sampler.sweep`).
 
         ``n_threads`` > 1 threads share the sweep: this one and ``n_threads - 1`` of
         ``pool`` (which must have that many free), in the partitioned scheme of the class
-        docstring.
+        docstring. ``window`` ``(lo, hi)``: only the tokens of rows ``[lo, hi)``,
+        partitioned also on one thread (then ``pool`` is still needed).
         """
         n_threads = max(1, int(n_threads))
-        if n_threads == 1:
+        if n_threads == 1 and window is None:
             return super().sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
         kept = _keeps_doc_counts(doc_ptr.shape[0] - 1, n_k.shape[0], tokens.shape[0])
         return partitioned_sweep(
@@ -571,7 +575,7 @@ class LightLDASampler(Sampler):
                                                       self.mh_steps, kept),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
             WORD_COST_POWER, RANGES_PER_THREAD_KEPT if kept else RANGES_PER_THREAD,
-            self._layouts, N_K_LAG_KEPT if kept else N_K_LAG)
+            self._layouts, N_K_LAG_KEPT if kept else N_K_LAG, window)
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         symmetric = bool(np.all(alpha == alpha[0]))

@@ -59,18 +59,28 @@ class Layout:
     """
 
     def __init__(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_ranges: int,
-                 word_cost_power: float, n_w: np.ndarray) -> None:
+                 word_cost_power: float, n_w: np.ndarray,
+                 window: tuple[int, int] | None = None) -> None:
         n_docs = doc_ptr.shape[0] - 1
         self.tokens, self.doc_ptr, self.n_ranges = tokens.copy(), doc_ptr.copy(), n_ranges
         self.n_w = n_w
+        # the rows a sweep resamples the tokens of (all, or a window: the process's share of
+        # the vocabulary in one step of a clock, biglda.trainer.worker): the window's cut
+        # into ranges; its other words are in range -1, which no part visits
+        wlo, whi = (0, n_rows) if window is None else (int(window[0]), int(window[1]))
+        self.window = (wlo, whi)
+        self.n_tokens = int(n_w[wlo:whi].sum()) if window is not None else tokens.shape[0]
         even = np.linspace(0, tokens.shape[0], n_ranges + 1)[1:-1]
-        cost = np.cumsum(n_w ** word_cost_power)
+        cost = np.cumsum(n_w[wlo:whi] ** word_cost_power)
         total = cost[-1] if len(cost) else 0.0
         self.dcut = self._cuts(np.searchsorted(doc_ptr, even), n_docs)
-        self.wcut = self._cuts(np.searchsorted(cost, total * even / max(1, tokens.shape[0])),
-                               n_rows)
+        self.wcut = wlo + self._cuts(
+            np.searchsorted(cost, total * even / max(1, tokens.shape[0])), whi - wlo)
         self.range_of = (np.searchsorted(self.wcut, np.arange(n_rows), side="right")
                          - 1).astype(np.int32)
+        if window is not None:
+            self.range_of[:wlo] = -1
+            self.range_of[whi:] = -1
         self.lists: dict[str, Any] = {}
         self._spare: dict[str, list[Any]] = {}
         self._lock = threading.Lock()
@@ -117,10 +127,10 @@ class Layouts:
 
     @staticmethod
     def key(tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_ranges: int,
-            word_cost_power: float) -> tuple:
+            word_cost_power: float, window: tuple[int, int] | None = None) -> tuple:
         """Return the lookup key of a layout."""
         return (tokens.ctypes.data, tokens.shape[0], doc_ptr.shape[0], n_rows, n_ranges,
-                float(word_cost_power))
+                float(word_cost_power), window)
 
     def find(self, key: tuple, doc_ptr: np.ndarray) -> Layout | None:
         """Return the layout stored under ``key`` if its ``doc_ptr`` is this one, else None."""
@@ -328,7 +338,8 @@ _NO_TOKENS = np.empty(0, dtype=np.int32)  # no layout to compare the tokens with
 
 def scan(tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray, n_rows: int, n_topics: int,
          pool: Executor, n_threads: int, n_ranges: int, word_cost_power: float,
-         found: Layout | None) -> tuple[Layout, bool, float]:
+         found: Layout | None, window: tuple[int, int] | None = None
+         ) -> tuple[Layout, bool, float]:
     """Run the token checks of :func:`check_sweep_args` on the threads; find the sweep's layout.
 
     Compares the tokens with those of ``found`` (the layout kept for this array, if any);
@@ -364,13 +375,15 @@ def scan(tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray, n_rows: int, n_
     if found is not None:  # the same array with other tokens: count them after all
         parts = read(None)
     n_w = np.asarray(np.sum([p[2] for p in parts], axis=0, dtype=np.int64))
-    return Layout(tokens, doc_ptr, n_rows, n_ranges, word_cost_power, n_w), True, pool_cpu
+    return (Layout(tokens, doc_ptr, n_rows, n_ranges, word_cost_power, n_w, window), True,
+            pool_cpu)
 
 
 def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, alpha, beta,
                       n_words, key, pool: Executor | None, n_threads: int,
                       word_cost_power: float, ranges_per_thread: int,
-                      layouts: Layouts, n_k_lag: int | None = None) -> SweepResult:
+                      layouts: Layouts, n_k_lag: int | None = None,
+                      window: tuple[int, int] | None = None) -> SweepResult:
     """Check, sweep on ``n_threads`` threads and return the :class:`SweepResult`.
 
     ``run(part, alpha, state)`` sweeps (with the sampler's kernels, on the
@@ -379,7 +392,11 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
     R steps of R parts, which the threads take as they become ready (a thread the OS or a
     slow part held back takes fewer). ``layouts``: the sampler's, where this array's
     :class:`Layout` is kept. ``n_k_lag``: how many steps behind a part's ``n_k`` may be
-    (:meth:`Partition.run_steps`; None: :data:`N_K_LAG`).
+    (:meth:`Partition.run_steps`; None: :data:`N_K_LAG`). ``window``: ``(lo, hi)``, resample
+    only the tokens whose words (rows) are in ``[lo, hi)`` (every document's counts still
+    hold all its tokens): one step of a clock whose processes take turns on the vocabulary
+    (:func:`biglda.trainer.worker.run_group`); also on one thread. The result's
+    ``n_tokens`` are the window's.
     """
     if pool is None:
         raise ValueError(f"{n_threads} threads need a pool")
@@ -388,12 +405,16 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
     t0, c0 = time.perf_counter(), time.thread_time()
     n_rows = n_wk.shape[0]
     n_ranges = max(1, int(ranges_per_thread)) * n_threads
-    at = Layouts.key(tokens, doc_ptr, n_rows, n_ranges, word_cost_power)
+    if window is not None:
+        window = (max(0, int(window[0])), min(n_rows, int(window[1])))
+    at = Layouts.key(tokens, doc_ptr, n_rows, n_ranges, word_cost_power, window)
     layout, new, scan_cpu = scan(tokens, doc_ptr, z, n_rows, n_k.shape[0], pool, n_threads,
-                                 n_ranges, word_cost_power, layouts.find(at, doc_ptr))
+                                 n_ranges, word_cost_power, layouts.find(at, doc_ptr), window)
     if new:
         layouts.add(at, layout)
-    snap = n_wk.size <= base.SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0]  # (one rule)
+    # (one rule; a window's delta is its moved tokens': a snapshot would copy every row)
+    snap = (window is None
+            and n_wk.size <= base.SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0])
     part = Partition(layout, pool, n_threads, record=not snap, lag=n_k_lag)
     part.pool_cpu += scan_cpu
     if snap:
@@ -401,6 +422,6 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
     z_old = z if snap else z.copy()  # (only the moved tokens' delta reads the old topics)
     accept_rate = run(part, alpha, key.state())
     words, topics, counts, delta_k = part.delta(tokens, z_old, z, n_wk, n_k)
-    return SweepResult(words, topics, counts, delta_k, int(tokens.shape[0]), accept_rate,
+    return SweepResult(words, topics, counts, delta_k, layout.n_tokens, accept_rate,
                        time.perf_counter() - t0,
                        cpu_seconds=time.thread_time() - c0 + part.pool_cpu)

@@ -1,0 +1,94 @@
+"""A sweep over a window of words (cgs, lightlda): the step of a clock whose processes share
+the words.
+
+Oracles: the invariants (only the window's tokens move, the counts equal the recount of
+``z`` and the delta the change of the counts), the window's token count, and known ground
+truth (windows taken in turn recover a synthetic corpus's topics and reach the log-likelihood
+of whole sweeps).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from test_partition import _corpus
+from test_sampler_recovery import matched_cosine
+
+from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z, joint_loglik
+
+SAMPLERS = [("cgs", {"dense_above": 2.0}), ("cgs", {"dense_above": 0.0}), ("lightlda", {})]
+IDS = ["cgs-sparse", "cgs-dense", "lightlda"]
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=IDS)
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("n_topics", [6, 200], ids=["doc-counts-kept", "doc-counts-anew"])
+def test_only_the_windows_tokens_move_and_the_counts_stay_the_recount(sampler, n_threads,
+                                                                      n_topics):
+    tokens, doc_ptr, n_words = _corpus(n_words=200)
+    z = init_z(len(tokens), n_topics, RandomKey(3, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    sampler = get_sampler(sampler[0], **sampler[1])
+    assert sampler.word_windows
+    windows = [(0, 3), (3, 40), (40, 200), (150, 10_000)]  # (the last past the rows: cut)
+    moved_any = np.zeros(len(tokens), dtype=bool)
+    with ThreadPoolExecutor(1) as pool:
+        for it, (lo, hi) in enumerate(windows * 2):
+            before_z, before_wk, before_k = z.copy(), n_wk.copy(), n_k.copy()
+            res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words,
+                                RandomKey(3, it), pool=pool, n_threads=n_threads,
+                                window=(lo, hi))
+            inside = (tokens >= lo) & (tokens < hi)
+            np.testing.assert_array_equal(z[~inside], before_z[~inside])
+            moved_any |= z != before_z
+            assert res.n_tokens == int(inside.sum())
+            want_wk, want_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+            np.testing.assert_array_equal(n_wk, want_wk)
+            np.testing.assert_array_equal(n_k, want_k)
+            np.add.at(before_wk, (res.delta_words, res.delta_topics), res.delta_counts)
+            np.testing.assert_array_equal(before_wk, n_wk)
+            np.testing.assert_array_equal(before_k + res.delta_k, n_k)
+            assert np.all((res.delta_words >= lo) & (res.delta_words < min(hi, n_words)))
+    assert moved_any.mean() > 0.5  # the windows did resample the corpus
+
+
+def test_a_window_needs_a_kernel_that_takes_parts():
+    tokens, doc_ptr, n_words = _corpus(n_docs=5)
+    z = init_z(len(tokens), 3, RandomKey(0, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, 3)
+    plain = get_sampler("cgs", variant="plain")
+    assert not plain.word_windows
+    with ThreadPoolExecutor(1) as pool, pytest.raises(ValueError, match="all its words"):
+        plain.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(0, 0),
+                    pool=pool, window=(0, 5))
+
+
+def test_windows_in_turn_recover_the_topics_and_reach_whole_sweeps_loglik(synthetic,
+                                                                           synthetic_spec):
+    """Two windows a sweep, as two processes take turns, against whole sweeps on one thread."""
+    tokens, doc_ptr, phi, _ = synthetic
+    spec = synthetic_spec
+    n_words, n_topics, seed, iterations = spec.n_words, spec.n_topics, 8, 200
+    counts = np.bincount(tokens, minlength=n_words)
+    half = int(np.searchsorted(np.cumsum(counts), counts.sum() / 2))
+    tail = {}
+    with ThreadPoolExecutor(1) as pool:
+        for windows in ([None], [(0, half), (half, n_words)]):
+            sampler = get_sampler("cgs")
+            z = init_z(len(tokens), n_topics, RandomKey(seed, -1))
+            n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+            lls = []
+            for it in range(1, iterations + 1):
+                for s, window in enumerate(windows):
+                    sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, spec.alpha, spec.beta,
+                                  n_words, RandomKey(seed, it, 0, s), pool=pool,
+                                  window=window)
+                if it > iterations - 5:
+                    lls.append(joint_loglik(doc_ptr, z, n_wk, n_k, spec.alpha, spec.beta,
+                                            n_words) / len(tokens))
+            cos = matched_cosine(phi, n_wk, spec.beta)
+            assert cos > 0.98, f"windows {windows}: matched cosine {cos:.3f}"
+            tail[len(windows)] = float(np.mean(lls))
+    assert abs(tail[2] - tail[1]) < 0.01, f"2 windows {tail[2]:.4f} vs whole {tail[1]:.4f}"
