@@ -106,26 +106,28 @@ class TableClient:
         return call_all(futs, timeout, f"shard {shard}: pull")
 
     def offer(self, shard: int, clock: int, parts: Sequence[tuple[np.ndarray, ...]],
-              timeout: float) -> None:
+              timeout: float, every: bool = False) -> None:
         """Send early updates of shard ``shard``'s ``clock`` (managed communication).
 
         One ``(words, topics, counts)`` part per table shard (global ids); empty parts are not
-        sent.
+        sent, unless ``every`` (a step's offer, which every table shard counts).
         """
         futs = [actor.offer(shard, clock, w, t, c)
-                for actor, (w, t, c) in zip(self.actors, parts, strict=True) if len(w)]
+                for actor, (w, t, c) in zip(self.actors, parts, strict=True)
+                if every or len(w)]
         if futs:
             call_all(futs, timeout, f"shard {shard}: early updates of clock {clock}")
 
     def offers(self, shard: int, got: Sequence[np.ndarray], received: Sequence[np.ndarray],
-               timeout: float) -> list[tuple[np.ndarray, ...]]:
+               timeout: float, upto: int = -1) -> list[tuple[np.ndarray, ...]]:
         """Other writers' early updates the reader lacks (managed communication).
 
         ``got``: per table shard, int64 [n_shards, 2] (clock, number) of the offers it has;
-        ``received``: its pull state per table shard. Returns ``(got', writers, words,
-        topics, counts)`` per table shard (:meth:`biglda.ps.table.TableShard.offers`).
+        ``received``: its pull state per table shard; ``upto`` >= 0: only each writer's
+        first that many. Returns ``(got', writers, words, topics, counts)`` per table shard
+        (:meth:`biglda.ps.table.TableShard.offers`).
         """
-        futs = [actor.offers(shard, g, r)
+        futs = [actor.offers(shard, g, r, upto)
                 for actor, g, r in zip(self.actors, got, received, strict=True)]
         return call_all(futs, timeout, f"shard {shard}: early updates")
 

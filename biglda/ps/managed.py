@@ -25,11 +25,20 @@ What it costs: bytes (every early entry is sent again in the push) and the repro
 of a run (when an offer arrives depends on timing, so BSP with a budget is no longer
 bit-identical for a seed). Off by default (budget 0): then nothing of this runs. Measured
 in ``pipelines/README.md`` ("Managed communication").
+
+The same books carry the steps of ``--process-partition`` (no budget): in each step of a
+clock a process resamples one range of the vocabulary that no other process resamples in
+that step, offers the step's whole delta (:meth:`EarlyUpdates.offer_step`, also to table
+shards it has nothing for, so each counts the step) and waits for every other process's
+offer of the step before the next (:meth:`EarlyUpdates.wait_step`, which asks only for
+each writer's first ``n`` offers of the clock: what a reader folds does not depend on when
+it asks, so BSP stays deterministic).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -52,15 +61,16 @@ class EarlyUpdates:
     Parameters
     ----------
     cache : the process's cache (its ``shard`` is the writer's identity).
-    budget : bytes per second this process may send early (> 0).
+    budget : bytes per second this process may send early (> 0), or None: whole steps
+        only (:meth:`offer_step`).
     n_shards : number of document shards of the run.
     """
 
-    def __init__(self, cache: ShardCache, budget: float, n_shards: int) -> None:
-        if not budget > 0:
+    def __init__(self, cache: ShardCache, budget: float | None, n_shards: int) -> None:
+        if budget is not None and not budget > 0:
             raise ValueError(f"the budget must be > 0 bytes/s, got {budget}")
         self.cache = cache
-        self.rate = float(budget)
+        self.rate = 0.0 if budget is None else float(budget)
         n_parts = len(cache.bounds) - 1
         self.got = [np.stack([np.full(n_shards, NO_CLOCK, np.int64),
                               np.zeros(n_shards, np.int64)], axis=1) for _ in range(n_parts)]
@@ -126,20 +136,76 @@ class EarlyUpdates:
         self.entries_sent += n
         return sent
 
+    def offer_step(self, tables: TableClient, clock: int, words: np.ndarray,
+                   topics: np.ndarray, counts: np.ndarray, timeout: float) -> int:
+        """Offer one step's whole delta (local ids, sorted by word) to every table shard.
+
+        Also to those it has nothing for: each counts the step (:meth:`wait_step`).
+        Returns the bytes sent.
+        """
+        parts = [(w.astype(np.int32, copy=False), t, c) for w, t, c in
+                 self.cache._by_table_shard(np.asarray(words), np.asarray(topics, np.int32),
+                                            np.asarray(counts, np.int32))]
+        tables.offer(self.cache.shard, clock, parts, timeout, every=True)
+        sent = len(words) * ENTRY_BYTES
+        self.bytes_sent += sent
+        self.entries_sent += len(words)
+        return sent
+
     # -- receiving -----------------------------------------------------------------------
+    def step_done(self, clock: int, n: int, n_writers: int) -> bool:
+        """Say whether this reader holds ``n`` offers of ``clock`` from ``n_writers`` writers.
+
+        On every table shard (a step's offer reaches each, :meth:`offer_step`).
+        """
+        return all(int(np.count_nonzero((g[:, 0] == clock) & (g[:, 1] >= n))) >= n_writers
+                   for g in self.got)
+
+    def wait_step(self, tables: TableClient, clock: int, n: int, n_writers: int,
+                  into: Sequence[tuple[np.ndarray, np.ndarray]], timeout: float,
+                  alive: Callable[[], bool] | None = None, poll: float = 0.0005
+                  ) -> int | None:
+        """Fold the other writers' first ``n`` offers of ``clock``, waiting until all came.
+
+        ``n_writers``: the other processes (one writer each: its lead shard). Asks again
+        every ``poll`` seconds, up to 20 ms apart, for at most ``timeout`` seconds
+        (TimeoutError past it); every half second of waiting asks ``alive()`` whether the
+        run still goes on (a process lost: the attempt is given up), None where it does not.
+        Returns the bytes received.
+        """
+        got = 0
+        start = time.monotonic()
+        asked = start
+        wait = poll
+        while True:
+            got += self.receive(tables, into, timeout, upto=n)
+            if self.step_done(clock, n, n_writers):
+                return got
+            now = time.monotonic()
+            if now - start > timeout:
+                raise TimeoutError(f"shard {self.cache.shard}: the other processes' step {n} "
+                                   f"of clock {clock} did not come within {timeout:g} s")
+            if alive is not None and now - asked > 0.5:
+                if not alive():
+                    return None
+                asked = time.monotonic()
+            time.sleep(wait)
+            wait = min(0.02, wait * 1.5)
+
     def receive(self, tables: TableClient, into: Sequence[tuple[np.ndarray, np.ndarray]],
-                timeout: float) -> int:
+                timeout: float, upto: int = -1) -> int:
         """Fold the offers others sent since the last call into ``into``; return bytes.
 
         ``into``: the ``(n_wk, n_k)`` tables to add them to — the cache's first (its books
-        are kept for it) and the sampling threads' copies of it.
+        are kept for it) and the sampling threads' copies of it. ``upto`` >= 0: only each
+        writer's first ``upto`` offers of its clock.
         """
         cache = self.cache
         received = [r for r in cache.received if r is not None]
         if len(received) != len(cache.received):
             raise AssertionError("early updates before the cache attached")
         got = 0
-        replies = tables.offers(cache.shard, self.got, received, timeout)
+        replies = tables.offers(cache.shard, self.got, received, timeout, upto)
         for a, (now_got, writers, words, topics, counts) in enumerate(replies):
             self.got[a] = np.asarray(now_got, dtype=np.int64)
             if not len(words):

@@ -240,7 +240,7 @@ class TableShard:
         self.applied[shard] = clock
         self.n_pushes += 1
         kept = self._offers.get(shard)
-        if kept is not None and kept[0] <= clock:  # the push holds every move they previewed
+        if kept is not None and kept[0] < clock:  # (see offer(): kept one clock longer)
             del self._offers[shard]
         if log:
             self._log.setdefault(clock, []).append(LogEntry(shard, rows, topics, counts, dk))
@@ -518,17 +518,20 @@ class TableShard:
         """Keep an early update of shard ``shard``'s ``clock`` for the other readers.
 
         Not applied to the table, not logged, not in the log-likelihood: the clock's push
-        stays the record (it holds these moves too), and the offers of a clock are dropped the
-        moment it arrives. Readers fold offers into their caches and take them out again
-        when they receive the clock (:class:`biglda.ps.managed.EarlyUpdates`). An offer of a
-        clock already pushed (a late call) is ignored. Returns how many offers of that clock
-        the writer has here (0: ignored).
+        stays the record (it holds these moves too). The offers of a clock stay until the
+        writer's next push (a reader still waiting for the last step of a clock whose
+        writer went on to push it, :meth:`biglda.ps.managed.EarlyUpdates.wait_step`, gets
+        them); readers that received the clock are never sent them. Readers fold offers
+        into their caches and take them out again when they receive the clock
+        (:class:`biglda.ps.managed.EarlyUpdates`). An offer of a clock already pushed (a
+        late call) is ignored. An empty offer counts (a step's, which a reader waits for).
+        Returns how many offers of that clock the writer has here (0: ignored).
         """
         shard, clock = int(shard), int(clock)
-        if clock <= self.applied[shard] or len(words) == 0:
+        if clock <= self.applied[shard]:
             return 0
         rows = (np.asarray(words) - self.row_start).astype(np.int32, copy=False)
-        if rows.min() < 0 or rows.max() >= len(self.n_wk):
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(self.n_wk)):
             raise ValueError(f"offer to table shard {self.index} has word ids outside "
                              f"[{self.row_start}, {self.row_stop})")
         kept = self._offers.get(shard)
@@ -540,7 +543,7 @@ class TableShard:
         self.bytes_in += 3 * rows.nbytes
         return len(kept[1])
 
-    def offers(self, shard: int, got: np.ndarray, received: np.ndarray
+    def offers(self, shard: int, got: np.ndarray, received: np.ndarray, upto: int = -1
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Other writers' offers the reader ``shard`` lacks, on its rows.
 
@@ -548,10 +551,12 @@ class TableShard:
         how many of them (``got[w] = (clock, n)``); ``received``: what it has of the table
         (its pull state). An offer of writer ``w``'s clock ``c`` goes only to a reader that
         has received ``w``'s clock ``c - 1`` and not ``c``: it is a change of the state the
-        reader holds, so a count it previews never goes below zero there. Returns ``(got',
-        writers, words (global), topics, counts)``, entry by entry; the clock of an entry is
-        ``got'[writer, 0]``. The work is proportional to the offers kept (of clocks not
-        pushed yet), not to the number of readers.
+        reader holds, so a count it previews never goes below zero there. ``upto`` >= 0:
+        only each writer's first ``upto`` offers of its clock (a step's, so that what a
+        reader folds does not depend on when it asks). Returns ``(got', writers, words
+        (global), topics, counts)``, entry by entry; the clock of an entry is ``got'[writer,
+        0]``. The work is proportional to the offers kept (of the writers' last clocks),
+        not to the number of readers.
         """
         shard = int(shard)
         mask = self._masks.get(shard)
@@ -566,11 +571,12 @@ class TableShard:
             if writer in skip or received[writer] != clock - 1:
                 continue
             start = int(got[writer, 1]) if got[writer, 0] == clock else 0
-            for rows, topics, counts in kept[start:]:
+            end = len(kept) if upto < 0 else min(len(kept), int(upto))
+            for rows, topics, counts in kept[start:end]:
                 keep = mask[rows]
                 parts.append((np.full(int(keep.sum()), writer, np.int32), rows[keep],
                               topics[keep], counts[keep]))
-            got[writer] = clock, len(kept)
+            got[writer] = clock, max(start, end)
         if parts:
             writers, rows, topics, counts = (np.concatenate(x) for x in zip(*parts, strict=True))
         else:

@@ -4,7 +4,8 @@ Oracles: the books (a cache after receiving is exactly "table as received + own 
 what the others sent early", and after the next pull exactly the table again: BSP's
 invariant), the selection (the budget's number of entries, largest relative magnitude
 first) and the server's delivery rules (an offer of clock c only to a reader holding the
-writer's c - 1; dropped by the clock's push; a late one ignored).
+writer's c - 1; dropped by the writer's next push; a late one ignored), and the steps of
+``--process-partition`` (each writer's first n offers, empty ones counted, a wait for all).
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ def test_early_updates_keep_the_books_exact():
             cache.push_all(tables, clock, deltas[i], 5.0)
             for w, t, c, _ in deltas[i]:
                 np.add.at(truth, (cache.vocab[w], t), c)
-        for a in actors:  # the pushes dropped every offer of the clock
-            assert a.info()["offers_kept"] == 0
+        for a in actors:  # the pushes dropped every offer of the clocks before
+            assert all(c == clock for c, _ in a._offers.values())
     assert all(e.entries_sent > 0 and e.entries_received > 0 for e in early)
 
 
@@ -142,8 +143,15 @@ def test_offers_go_only_to_readers_holding_the_previous_clock():
     assert len(table.offers(1, got2, b.received[0])[2]) == 0  # nothing new since
     assert len(table.offers(0, got, a.received[0])[2]) == 0  # never one's own
     a.push(tables, 1, np.zeros(0), np.zeros(0), np.zeros(0), 5.0)
-    assert table.info()["offers_kept"] == 0  # the push of clock 1 dropped its offers
     assert table.offer(0, 1, words, one * 0, one) == 0  # a late offer: ignored
+    # kept until a's next push, for a reader that has not received clock 1 (c has not)
+    c_reader = table.offers(1, got, b.received[0])
+    assert len(c_reader[2]) == len(w) and table.info()["offers_kept"] == 1
+    b.push(tables, 1, np.zeros(0), np.zeros(0), np.zeros(0), 5.0)
+    b.refresh(tables, 1, 5.0)
+    assert len(table.offers(1, got, b.received[0])[2]) == 0  # b holds clock 1: none
+    a.push(tables, 2, np.zeros(0), np.zeros(0), np.zeros(0), 5.0)
+    assert table.info()["offers_kept"] == 0  # the push of clock 2 dropped them
 
 
 def test_a_budget_must_be_positive():
@@ -151,3 +159,42 @@ def test_a_budget_must_be_positive():
     _actors, _tables, caches, _truth, n, _ = _setup(rng, [[0]], n_parts=1)
     with pytest.raises(ValueError, match="budget"):
         EarlyUpdates(caches[0], 0.0, n)
+
+
+def test_steps_fold_exactly_each_writers_first_offers_and_wait_for_every_writer():
+    """Three processes in steps: a step's fold is the same whenever the reader asks."""
+    rng = np.random.default_rng(5)
+    _actors, tables, caches, truth, n_shards, mine = _setup(rng, [[0, 1], [2], [3]])
+    ex = []
+    for cache in caches:
+        cache.attach(tables, -1, 5.0)
+        ex.append(EarlyUpdates(cache, None, n_shards))
+    clock = 0
+    step_moves = []  # [step][process]: dense global moves
+    for step in range(3):
+        step_moves.append([])
+        for i, cache in enumerate(caches):
+            # the first process moves nothing in step 1 (its rows there are none): its empty
+            # offer still counts
+            words, topics, counts, dk = moves(rng, mine[i], 0 if (i, step) == (0, 1) else 5)
+            add_coo(mine[i], words.astype(np.int64), topics, counts)
+            add_coo(cache.n_wk, words.astype(np.int64), topics, counts)
+            cache.n_k += dk
+            g = np.zeros_like(truth)
+            np.add.at(g, (cache.vocab[words], topics), counts)
+            step_moves[-1].append(g)
+            ex[i].offer_step(tables, clock, words, topics, counts, 5.0)
+    # every process offered 3 steps before anyone reads: a reader asking for step 1 still
+    # folds exactly the others' first offers
+    for i, cache in enumerate(caches):
+        assert not ex[i].step_done(clock, 1, 2)
+        ex[i].wait_step(tables, clock, 1, 2, [(cache.n_wk, cache.n_k)], 5.0)
+        assert ex[i].step_done(clock, 1, 2) and not ex[i].step_done(clock, 2, 2)
+        own = sum(step_moves[s][i] for s in range(3))
+        others = sum(step_moves[0][j] for j in range(3) if j != i)
+        np.testing.assert_array_equal(cache.n_wk, (truth + own + others)[cache.vocab])
+        ex[i].wait_step(tables, clock, 3, 2, [(cache.n_wk, cache.n_k)], 5.0)
+        others = sum(step_moves[s][j] for s in range(3) for j in range(3) if j != i)
+        np.testing.assert_array_equal(cache.n_wk, (truth + own + others)[cache.vocab])
+    with pytest.raises(TimeoutError, match="step 4 of clock 0"):
+        ex[1].wait_step(tables, clock, 4, 2, [(caches[1].n_wk, caches[1].n_k)], 0.05)
