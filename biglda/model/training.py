@@ -227,7 +227,8 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
     t0 = time.time()
     status = "error"
     layout = None if cfg.scheduler is not None else choose_layout(
-        cfg.workers, cfg.threads_per_worker, cfg.backend, _cpu_sampler(cfg, corpus_obj))
+        cfg.workers, cfg.threads_per_worker, cfg.backend, _cpu_sampler(cfg, corpus_obj),
+        cfg.process_partition)
     with connect(cfg.scheduler, layout.processes if layout else cfg.workers,
                  layout.threads if layout else (cfg.threads_per_worker or 1),
                  cfg.connect_timeout, backend=cfg.backend) as client:

@@ -198,11 +198,13 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
     worker_cfg = cfg.for_workers()
     futures: list[Any] = []
     addrs: list[str] = []
-    for addr, threads in by_process(groups):
+    processes = by_process(groups)
+    for rank, (addr, threads) in enumerate(processes):
         members = [s for t in threads for s in t]
         spec = GroupSpec(
             cfg=worker_cfg, corpus_url=corpus.url, shards=tuple(members), ps=ps.client,
             thread_sizes=tuple(len(t) for t in threads),
+            process_rank=rank, n_processes=len(processes),
             n_words=corpus.n_words, alpha=alpha,
             start_clock=st.start_clock, stop_clock=st.stop_clock,
             checkpoint_url=ck_url if ck_url else st.ck_read,

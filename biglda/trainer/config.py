@@ -255,6 +255,14 @@ class TrainConfig:
                                        "(default: 4 with a budget, or with several threads "
                                        "that sweep parts of their own: cgs's plain kernel; "
                                        "else 1)")
+    process_partition: bool = _setting(
+        False, flag="--process-partition", kind="switch", parse=_parse_bool, stored=True,
+        help="worker processes take turns on the vocabulary within a clock (tomotopy's "
+             "PARTITION across processes): P processes sweep a clock in P steps, each step "
+             "one range of the words that no other process resamples then, the steps' moves "
+             "exchanged between them, so the processes share one chain (but for n_k) instead "
+             "of sweeping against the clock before (AD-LDA). Needs BSP (--staleness 0), no "
+             "--comm-budget or --rounds, and the cgs (sparse or dense) or lightlda sampler")
     seed: int = _setting(0, flag="--seed", check=_int(), parse=int, stored=True,
                          help="all randomness is keyed by (seed, iteration, shard) (default 0)")
     checkpoint_every: int = _setting(10, flag="--checkpoint-every", check=_int(0), parse=int,
@@ -410,6 +418,8 @@ class TrainConfig:
                 get_sampler(self.sampler, **self.sampler_params)  # (bad values fail here)
             except ConfigError as exc:
                 raise SettingError("sampler_params", f": {exc}") from None
+        if self.process_partition:
+            self._check_process_partition()
         if self.comm_budget > 0 and self.rounds == 1:
             raise SettingError("rounds", "must be >= 2 with --comm-budget (early updates go "
                                          "between rounds), got 1")
@@ -425,6 +435,25 @@ class TrainConfig:
                     and not isinstance(value, list):
                 setattr(self, name, float(value) if s.parse is not int else int(value))
         return self
+
+    def _check_process_partition(self) -> None:
+        """Refuse ``--process-partition`` with what it cannot run with."""
+        from biglda.samplers.registry import get_sampler
+
+        if self.staleness != 0:
+            raise SettingError("process_partition", "needs BSP (--staleness 0): a process "
+                                                    "waits for every other's step")
+        if self.comm_budget > 0 or (self.rounds or 1) > 1:
+            raise SettingError("process_partition", "cannot run with --comm-budget or "
+                                                    "--rounds (the steps exchange the moves)")
+        if self.backend == "gpu":
+            raise SettingError("process_partition", "runs on the CPU backend only")
+        if self.sampler != "auto" and not getattr(
+                get_sampler(self.sampler, **self.sampler_params), "word_windows", False):
+            raise SettingError("process_partition", f"needs a sampler whose sweep takes a "
+                                                    f"window of words (cgs's sparse or "
+                                                    f"dense kernel, lightlda), not "
+                                                    f"{self.sampler!r}")
 
     def with_sampler_chosen(self, corpus: Any, backends: Any
                             ) -> tuple[TrainConfig, dict[str, Any] | None]:

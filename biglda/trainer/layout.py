@@ -35,6 +35,7 @@ import logging
 import math
 import os
 import platform
+import re
 import statistics
 import tempfile
 import time
@@ -130,10 +131,13 @@ def saved_measurement() -> dict[str, Any] | None:
 
 
 def choose_layout(workers: int | None, threads_per_worker: int | None,
-                  backend: str = "cpu", sampler: str = "cgs") -> LayoutChoice | None:
+                  backend: str = "cpu", sampler: str = "cgs",
+                  process_partition: bool = False) -> LayoutChoice | None:
     """Return the embedded cluster's layout for these settings (None: the GPU path decides).
 
     ``sampler`` is the run's (``auto`` resolved): a measurement is kept per sampler.
+    ``process_partition``: the run's processes take turns on the vocabulary (they share
+    one chain: no hint that threads would).
 
     Examples
     --------
@@ -145,8 +149,10 @@ def choose_layout(workers: int | None, threads_per_worker: int | None,
              max(1, (os.cpu_count() or 1) // int(threads_per_worker or 1)))
         return LayoutChoice(p, int(threads_per_worker or 1), "named by the run" + (
             "; on one machine threads reach a model sooner than processes, which sweep "
-            "against each other's counts of the clock before (docs/design.md)"
-            if p > 1 else ""))
+            "against each other's counts of the clock before (docs/design.md; or take "
+            "turns on the vocabulary with --process-partition)"
+            if p > 1 and not process_partition else
+            "; the processes take turns on the vocabulary" if p > 1 else ""))
     if backend != "cpu":
         return None
     data = saved_measurement()
@@ -209,8 +215,17 @@ def pick(curves: Mapping[str, list[list[tuple[float, float]]]]) -> tuple[str, fl
         got = [x for x in (seconds_to(run, target) for run in runs) if x is not None]
         seconds[name] = round(float(statistics.median(got)), 2) if got else math.inf
     # (a tie goes to more threads: one chain)
-    return (min(seconds, key=lambda key: (seconds[key], -int(key.split("x")[1]))), target,
-            seconds)
+    return (min(seconds, key=lambda key: (seconds[key], -_threads_of(key))), target, seconds)
+
+
+def _threads_of(name: str) -> int:
+    """Return the threads of a layout's name: ``PxT`` with any suffix (``2x1:p``), else 1.
+
+    >>> _threads_of("1x16"), _threads_of("2x2:p"), _threads_of("2p/4s")
+    (16, 2, 1)
+    """
+    got = re.match(r"\d+x(\d+)", name)
+    return int(got.group(1)) if got else 1
 
 
 def _measured(data: dict[str, Any] | None, name: str) -> tuple[int, int, str] | None:

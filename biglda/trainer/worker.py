@@ -75,6 +75,8 @@ class GroupSpec:
     wait_chunk: float = 2.0
     checkpoint_at: tuple[int, ...] = ()  # extra checkpoint clocks (the throughput balance)
     thread_sizes: tuple[int, ...] = ()   # shards per sampling thread, in ``shards`` order
+    process_rank: int = 0                # this process's place among the attempt's processes
+    n_processes: int = 1                 # (the steps of --process-partition)
 
 
 def gpu_probe() -> dict[str, Any]:
@@ -245,7 +247,9 @@ class _ProcessState:
             self.threads.append(_ThreadPart(self.shards[first:first + n]))
             first += n
         self.attached = False
-        self.early: Any = None  # EarlyUpdates once attached, with --comm-budget
+        self.early: Any = None  # EarlyUpdates once attached, with --comm-budget or steps
+        # --process-partition: the cache's rows of each range of words (_process_windows)
+        self.windows: list[tuple[int, int]] = []
         self._copies: list[tuple[np.ndarray, np.ndarray]] = []
         self._ll_runs: list[tuple[_ShardState, int, int]] = []
 
@@ -329,6 +333,8 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     # shards as one part on all its threads: no table copies, no AD-LDA lag between threads
     proc = _ProcessState(spec, corpus, n_threads, getattr(first, "threads_per_sweep", False))
     samplers = [first] + [_make_sampler(spec, backend) for _ in proc.threads[1:]]
+    if spec.cfg.process_partition and spec.n_processes > 1:
+        proc.windows = _process_windows(spec, corpus, proc.cache.vocab, first)
     _push_recounts(spec, proc, worker, backend)
     clock = spec.start_clock
     alpha = np.asarray(spec.alpha, dtype=np.float64)
@@ -349,13 +355,39 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
                         return {}
                     break
                 alpha = new
-            stats = _sweep_clock(spec, proc, samplers, pool, clock, alpha, worker, backend,
-                                 t0, cpu0)
+            try:
+                stats = _sweep_clock(spec, proc, samplers, pool, clock, alpha, worker, backend,
+                                     t0, cpu0)
+            except _GivenUp:  # (as ABORT: the driver restarts every shard)
+                return {}
             spec.ps.clock.tick_many(clock + 1, {st.index: stats[st.index] for st in proc.shards},
                                     spec.cfg.call_timeout)
             clock += 1
     _final_checkpoint(spec, proc, clock)
     return {st.index: st.z for st in proc.shards}
+
+
+def _process_windows(spec: GroupSpec, corpus: Any, vocab: np.ndarray, sampler: Any
+                     ) -> list[tuple[int, int]]:
+    """Return the rows of the cache each step of ``--process-partition`` resamples, by range.
+
+    The vocabulary is cut into ``n_processes`` ranges of about equal tokens of the corpus
+    (every process cuts the same); range ``r`` as rows ``[lo, hi)`` of the cache (its
+    local ids are the global ones, sorted). In step ``s`` of a clock process ``p`` takes
+    range ``(p + s) mod P``: no two processes resample a row in one step.
+    """
+    from biglda.errors import ConfigError
+
+    if not getattr(sampler, "word_windows", False):
+        raise ConfigError(f"--process-partition needs a sampler whose sweep takes a window "
+                          f"of words (cgs's sparse or dense kernel, lightlda), not {sampler!r}")
+    n = spec.n_processes
+    cum = np.cumsum(np.asarray(corpus.word_count, dtype=np.int64))
+    total = int(cum[-1]) if len(cum) else 0
+    cuts = np.concatenate([[0], np.searchsorted(cum, total * np.arange(1, n) / n,
+                                                side="right"), [spec.n_words]])
+    rows = np.searchsorted(vocab, np.maximum.accumulate(cuts))
+    return [(int(a), int(b)) for a, b in itertools.pairwise(rows)]
 
 
 def _push_recounts(spec: GroupSpec, proc: _ProcessState, worker: str, backend: str) -> None:
@@ -475,6 +507,73 @@ def _sweep_threads(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], po
     return results, (early.bytes_sent - sent0, early.bytes_received - got0)
 
 
+class _GivenUp(Exception):
+    """The driver gave the attempt up while this process waited in a clock (run_group ends)."""
+
+
+def _alive(spec: GroupSpec, proc: _ProcessState, clock: int) -> bool:
+    """Say whether the attempt goes on: its clock still answers for ``clock``, not ABORT."""
+    answer = spec.ps.clock.wait_many([st.index for st in proc.shards], clock, spec.wait_chunk,
+                                     spec.cfg.call_timeout)
+    return answer is not ClockAnswer.ABORT
+
+
+def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, clock: int,
+                 alpha: np.ndarray, slow: float
+                 ) -> tuple[list[tuple[Any, float]], tuple[int, int]]:
+    """Sweep the process's clock in P steps, one range of words each (--process-partition).
+
+    In step ``s`` the process resamples, on all its threads, the tokens of its documents
+    whose words are in range ``(rank + s) mod P`` (:func:`_process_windows`; step ``s``
+    draws from the stream ``(seed, clock, lead shard, s)``); every other process resamples
+    another range then, so no row of ``n_wk`` moves in two processes at once. After each
+    step but the last it offers the step's moves and folds in every other process's
+    (:meth:`biglda.ps.managed.EarlyUpdates.wait_step`): the next step starts from the rows
+    as the others left them, and only ``n_k`` lags (by the others' moves in the step).
+    BSP stays deterministic (each step folds exactly the others' steps before it). The
+    clock's push holds every step's moves; the next pull takes the offers out again.
+    Returns one ``(SweepResult of the clock, CPU s)`` and the offered bytes
+    ``(sent, received)``.
+    """
+    from biglda.samplers import RandomKey, SweepResult
+    from biglda.samplers.base import mean_accept_rate
+
+    cfg, cache, early = spec.cfg, proc.cache, proc.early
+    if len(proc.threads) != 1:
+        raise AssertionError("the steps sweep one part of the process's shards")
+    part = proc.threads[0]
+    n, rank = spec.n_processes, spec.process_rank
+    sent0, got0 = early.bytes_sent, early.bytes_received
+    parts, cpu = [], 0.0
+    for s in range(n):
+        c0 = time.thread_time()
+        res = sampler.sweep(cache.tokens, part.doc_ptr, proc.z, cache.n_wk, cache.n_k, alpha,
+                            cfg.beta, spec.n_words, RandomKey(cfg.seed, clock, part.key_shard, s),
+                            pool=pool, n_threads=proc.n_threads,
+                            window=proc.windows[(rank + s) % n])
+        cpu += res.cpu_seconds if res.cpu_seconds is not None else time.thread_time() - c0
+        parts.append(res)
+        if s + 1 < n:
+            early.offer_step(spec.ps.tables, clock, res.delta_words, res.delta_topics,
+                             res.delta_counts, cfg.call_timeout)
+            if early.wait_step(spec.ps.tables, clock, s + 1, n - 1, [(cache.n_wk, cache.n_k)],
+                               cfg.call_timeout, alive=lambda: _alive(spec, proc, clock)
+                               ) is None:
+                raise _GivenUp(clock)
+    if slow:
+        time.sleep(slow)
+    # the steps' rows are disjoint ranges: their deltas in the ranges' order are the clock's
+    # (sorted and unique, as a sweep's)
+    order = [parts[s] for s in sorted(range(n), key=lambda s: proc.windows[(rank + s) % n])]
+    res = SweepResult(np.concatenate([p.delta_words for p in order]),
+                      np.concatenate([p.delta_topics for p in order]),
+                      np.concatenate([p.delta_counts for p in order]),
+                      np.sum([p.delta_k for p in parts], axis=0),
+                      sum(p.n_tokens for p in parts), mean_accept_rate(parts),
+                      sum(p.seconds for p in parts), cpu)
+    return [(res, cpu)], (early.bytes_sent - sent0, early.bytes_received - got0)
+
+
 def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
                  clock: int, alpha: np.ndarray, worker: str, backend: str, t0: float,
                  cpu0: float) -> dict[int, ShardClockStats]:
@@ -493,12 +592,12 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     upto = clock - 1 if cfg.staleness == 0 else ALL_CLOCKS
     pulled = (cache.refresh(spec.ps.tables, upto, cfg.call_timeout) if proc.attached else
               cache.attach(spec.ps.tables, upto, cfg.call_timeout))
-    if cfg.comm_budget > 0:
+    if cfg.comm_budget > 0 or proc.windows:
         if proc.early is None:
             from biglda.ps.managed import EarlyUpdates
 
             n_shards = len(cache.received[0]) if cache.received[0] is not None else 0
-            proc.early = EarlyUpdates(cache, cfg.comm_budget * 1e6, n_shards)
+            proc.early = EarlyUpdates(cache, cfg.comm_budget * 1e6 or None, n_shards)
         proc.early.settle()  # the clocks just pulled replace what their offers previewed
     proc.attached = True
     t_pull = time.time()
@@ -507,9 +606,12 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     per_shard = float(cfg.slow_workers.get(worker, 0.0))
     slow = max(sum(float(cfg.slow_shards.get(st.index, 0.0)) + per_shard for st in part.shards)
                for part in proc.threads)
-    results, early_bytes = _sweep_threads(spec, proc, samplers, pool, clock, alpha, slow,
-                                          rounds_of(cfg, len(proc.threads),
-                                                    samplers[0].algorithm))
+    if proc.windows:
+        results, early_bytes = _sweep_steps(spec, proc, samplers[0], pool, clock, alpha, slow)
+    else:
+        results, early_bytes = _sweep_threads(spec, proc, samplers, pool, clock, alpha, slow,
+                                              rounds_of(cfg, len(proc.threads),
+                                                        samplers[0].algorithm))
     t_sweep = time.time()
     # the doc part of the LL in runs of documents, on the pool's threads (nogil) and, once
     # its push is sent (the push mostly waits for the table actor), on this one
@@ -605,15 +707,8 @@ def _checkpoint_slot(spec: GroupSpec, proc: _ProcessState, done: int) -> int | N
     if proc.last_write is None:
         slot = int(spec.checkpoint_slot)
     else:
-        shards = [st.index for st in proc.shards]
-
-        def alive() -> bool:  # the attempt goes on (its clock answers for the clock now run)
-            answer = spec.ps.clock.wait_many(shards, done - 1, spec.wait_chunk,
-                                             spec.cfg.call_timeout)
-            return answer is not ClockAnswer.ABORT
-
         attrs = ckpt.wait_decided(spec.checkpoint_url, proc.last_write, spec.cfg.call_timeout,
-                                  alive=alive)
+                                  alive=lambda: _alive(spec, proc, done - 1))
         if attrs is None:
             log.warning(
                 "checkpoint of clock %d skipped: the driver has not decided the one of clock "

@@ -103,3 +103,20 @@ def test_sampler_param_flag_reaches_the_config(monkeypatch, tmp_path):
 def test_one_rule_for_the_number_of_topics():
     assert z_dtype(65535).name == "uint16" and z_dtype(65536).name == "int32"
     assert TrainConfig.from_settings(n_topics=70000).n_topics == 70000
+
+
+@pytest.mark.parametrize("extra, problem", [
+    ({"staleness": 1}, "needs BSP"),
+    ({"comm_budget": 5.0}, "cannot run with --comm-budget"),
+    ({"rounds": 2}, "cannot run with --comm-budget or --rounds"),
+    ({"backend": "gpu"}, "CPU backend only"),
+    ({"sampler": "warplda"}, "not 'warplda'"),
+    ({"sampler": "cgs", "sampler_params": {"variant": "plain"}}, "window of words"),
+])
+def test_process_partition_refuses_what_it_cannot_run_with(extra, problem):
+    kw = {"n_topics": 4, "sampler": "cgs", "process_partition": True} | extra
+    with pytest.raises(SettingError) as err:
+        TrainConfig.from_settings(**kw)
+    assert str(err.value).startswith("process_partition ") and problem in str(err.value)
+    ok = TrainConfig.from_settings(n_topics=4, sampler="cgs", process_partition=True)
+    assert ok.process_partition and ok.staleness == 0

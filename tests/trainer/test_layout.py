@@ -29,6 +29,8 @@ def test_named_and_default_layouts(cache):
     assert three[:2] == (3, 1) and three.reason.startswith("named by the run; on one machine "
                                                            "threads reach a model sooner")
     assert lay.choose_layout(1, 2) == (1, 2, "named by the run")
+    assert lay.choose_layout(2, 1, process_partition=True).reason == (
+        "named by the run; the processes take turns on the vocabulary")
     assert lay.choose_layout(None, 2)[:2] == (max(1, cores // 2), 2)
     default = lay.choose_layout(None, None)
     # one process of a thread per core: its threads share one chain, where processes lag
