@@ -300,9 +300,10 @@ class Partition:
         into the buffer of the layout's last sweep where it fits (fresh pages cost a fault
         each).
         """
-        rows = base.buffer_like(self.layout.take("snapshot"), n_wk)
-        cut = self.row_chunks(n_wk.shape[0])
-        self.on_threads(np.copyto, [(rows[cut[j]:cut[j + 1]], n_wk[cut[j]:cut[j + 1]])
+        lo, hi = self.layout.window  # (the only rows a sweep over a window moves)
+        rows = base.buffer_like(self.layout.take("snapshot"), n_wk[lo:hi])
+        cut = self.row_chunks(hi - lo)
+        self.on_threads(np.copyto, [(rows[cut[j]:cut[j + 1]], n_wk[lo + cut[j]:lo + cut[j + 1]])
                                     for j in range(len(cut) - 1)])
         self.before = (rows, n_k.copy())
 
@@ -314,12 +315,13 @@ class Partition:
         """
         if self.before is not None:
             old_wk, old_k = self.before
-            cut = self.row_chunks(n_wk.shape[0])
+            lo, hi = self.layout.window
+            cut = self.row_chunks(hi - lo)
             parts = self.on_threads(_dense_delta, [
-                (old_wk[cut[j]:cut[j + 1]], n_wk[cut[j]:cut[j + 1]])
+                (old_wk[cut[j]:cut[j + 1]], n_wk[lo + cut[j]:lo + cut[j + 1]])
                 for j in range(len(cut) - 1)])
             for j, p in enumerate(parts):
-                p[0][:] += np.int32(cut[j])  # (row ids of the slice)
+                p[0][:] += np.int32(lo + cut[j])  # (row ids of the slice)
             delta_k = n_k - old_k
             self.layout.give("snapshot", old_wk)
             self.before = None
@@ -404,7 +406,9 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
                              scan=False)
     t0, c0 = time.perf_counter(), time.thread_time()
     n_rows = n_wk.shape[0]
-    n_ranges = max(1, int(ranges_per_thread)) * n_threads
+    # (one thread, a window: one part, each document visited once; two ranges cost Debian's
+    # short documents 0.05 µs a token, pipelines/README.md, "Eighteenth session")
+    n_ranges = 1 if n_threads == 1 else max(1, int(ranges_per_thread)) * n_threads
     if window is not None:
         window = (max(0, int(window[0])), min(n_rows, int(window[1])))
     at = Layouts.key(tokens, doc_ptr, n_rows, n_ranges, word_cost_power, window)
@@ -412,9 +416,10 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
                                  n_ranges, word_cost_power, layouts.find(at, doc_ptr), window)
     if new:
         layouts.add(at, layout)
-    # (one rule; a window's delta is its moved tokens': a snapshot would copy every row)
-    snap = (window is None
-            and n_wk.size <= base.SNAPSHOT_ENTRIES_PER_TOKEN * tokens.shape[0])
+    # (one rule: a snapshot of the rows a sweep moves where they are few against its
+    # tokens; a window's rows against the window's tokens)
+    lo, hi = layout.window
+    snap = (hi - lo) * n_wk.shape[1] <= base.SNAPSHOT_ENTRIES_PER_TOKEN * layout.n_tokens
     part = Partition(layout, pool, n_threads, record=not snap, lag=n_k_lag)
     part.pool_cpu += scan_cpu
     if snap:
