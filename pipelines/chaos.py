@@ -23,6 +23,8 @@ Usage::
     .venv/bin/python pipelines/chaos.py --staleness 2 --out runs/chaos-ssp
     .venv/bin/python pipelines/chaos.py --workers 2 --threads-per-worker 2 \
         --shards-per-worker 3 --sampler warplda --out runs/chaos-threads   # shared caches
+    .venv/bin/python pipelines/chaos.py --workers 2 --shards-per-worker 2 --process-partition \
+        --out runs/chaos-turns     # processes taking turns on the vocabulary (cgs, lightlda)
 
 Under SSP (``--staleness`` > 0) runs are not deterministic (who waits for whom depends on
 timing), so ``same_z_as_baseline`` is not expected; consistency and quality are.
@@ -119,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="failure-free runs (under SSP they differ: their spread is the yardstick)")
     p.add_argument("--staleness", type=float, default=0.0,
                    help="SSP bound (0 = BSP: recovered runs must equal the baseline exactly)")
+    p.add_argument("--process-partition", action="store_true",
+                   help="the processes take turns on the vocabulary (cgs, lightlda)")
     p.add_argument("--out", default="runs/chaos")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
@@ -134,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     corpus = Corpus.open(url)
     cfg = TrainConfig(n_topics=10, iterations=args.iterations, sampler=args.sampler, beta=0.05,
                       seed=args.seed, n_shards=args.workers * args.shards_per_worker,
-                      staleness=args.staleness,
+                      staleness=args.staleness, process_partition=args.process_partition,
                       checkpoint_every=args.checkpoint_every, top_words_every=0,
                       recovery_wait=30.0, call_timeout=60.0, max_recoveries=args.kills + 1)
     # (a LocalCluster that keeps a nanny whose worker was lost twice within Dask's

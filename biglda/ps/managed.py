@@ -10,8 +10,9 @@ caches are fresher than the staleness bound requires.
 How it stays exact where it must (:class:`EarlyUpdates` keeps the books):
 
 * **The push stays the record.** Early updates are *offers*: the table actor keeps them
-  beside the table, never applies, logs or scores them, and drops a writer's offers the
-  moment that clock's push arrives (the push holds every move they previewed). So the table,
+  beside the table, never applies, logs or scores them, and drops a writer's offers when
+  its next clock's push arrives (the push of their clock holds every move they previewed,
+  and a reader holding that clock is never sent them). So the table,
   the log-likelihood, checkpoints and recovery are those of plain SSP, and the table equals
   the recount of ``z`` whenever a clock is complete.
 * **Taken out on receipt.** A reader adds offers to its cache and records them by (writer,

@@ -198,7 +198,9 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
     worker_cfg = cfg.for_workers()
     futures: list[Any] = []
     addrs: list[str] = []
-    processes = by_process(groups)
+    # ranked by their first shard, not by address: a recovery that places the same shard
+    # groups on new workers takes the same turns on the vocabulary (--process-partition)
+    processes = sorted(by_process(groups), key=lambda g: min(s.index for t in g[1] for s in t))
     for rank, (addr, threads) in enumerate(processes):
         members = [s for t in threads for s in t]
         spec = GroupSpec(

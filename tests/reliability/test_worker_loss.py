@@ -43,9 +43,29 @@ def test_killed_worker_is_recovered_from_the_checkpoint(cluster3, synth_url, str
                                                         victim):
     """``clock``: the worker of the clock actor, table shard 0 and a document shard;
     ``table``: another worker (a table shard and a document shard)."""
-    client = cluster3
+    _kill_and_compare(cluster3, synth_url, straight, tmp_path, victim)
+
+
+@pytest.fixture(scope="module")
+def straight_turns(cluster3, synth_url, tmp_path_factory):
+    """A run without failures whose processes take turns on the vocabulary."""
+    cfg = _cfg(process_partition=True)
+    out = str(tmp_path_factory.mktemp("straight-turns") / "model.zarr")
+    return run_training(cluster3, validate(synth_url, None, cfg, False), cfg, out=out)
+
+
+@pytest.mark.parametrize("victim", ["clock", "table"])
+def test_killed_worker_of_processes_taking_turns_is_recovered(cluster3, synth_url,
+                                                              straight_turns, tmp_path, victim):
+    """--process-partition: a process killed while the others may wait for its step; the
+    recovered run is the failure-free one (the same turns: processes ranked by shard)."""
+    _kill_and_compare(cluster3, synth_url, straight_turns, tmp_path, victim,
+                      process_partition=True)
+
+
+def _kill_and_compare(client, synth_url, straight, tmp_path, victim, **kw):
     worker_addresses(client, 3)  # an earlier test's victim replaced by its nanny
-    cfg = _cfg()
+    cfg = _cfg(**kw)
     corpus = validate(synth_url, None, cfg, False)
     killed = []
     records = []
