@@ -23,8 +23,8 @@ Usage::
     .venv/bin/python pipelines/chaos.py --staleness 2 --out runs/chaos-ssp
     .venv/bin/python pipelines/chaos.py --workers 2 --threads-per-worker 2 \
         --shards-per-worker 3 --sampler warplda --out runs/chaos-threads   # shared caches
-    .venv/bin/python pipelines/chaos.py --workers 2 --shards-per-worker 2 --process-partition \
-        --out runs/chaos-turns     # processes taking turns on the vocabulary (cgs, lightlda)
+    .venv/bin/python pipelines/chaos.py --workers 2 --shards-per-worker 2 \
+        --process-partition off --out runs/chaos-adlda   # processes not taking turns (AD-LDA)
 
 Under SSP (``--staleness`` > 0) runs are not deterministic (who waits for whom depends on
 timing), so ``same_z_as_baseline`` is not expected; consistency and quality are.
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="failure-free runs (under SSP they differ: their spread is the yardstick)")
     p.add_argument("--staleness", type=float, default=0.0,
                    help="SSP bound (0 = BSP: recovered runs must equal the baseline exactly)")
-    p.add_argument("--process-partition", action="store_true",
+    p.add_argument("--process-partition", default="auto", choices=["auto", "on", "off"],
                    help="the processes take turns on the vocabulary (cgs, lightlda)")
     p.add_argument("--out", default="runs/chaos")
     args = p.parse_args(argv)

@@ -9,7 +9,8 @@ Layouts (``--layouts``, default all): ``1x1``, ``1x2`` (1 process x 2 threads), 
 (2 processes, 2 shards), and 2 processes with 4, 8 and 16 shards (``2p/4s`` ...); a suffix
 ``:rN`` sweeps each clock in N rounds (``1x2:r1`` is the threads' AD-LDA without rounds,
 ``1x2:r8`` eight rounds), ``:sN`` trains with SSP staleness N instead of BSP (``2x1:s1``),
-``:p`` with the processes taking turns on the vocabulary (``2x1:p``, ``--process-partition``);
+``:p`` / ``:n`` with the processes taking turns on the vocabulary or not (``2x1:n`` is
+AD-LDA: ``--process-partition on/off``; without either, the default, auto);
 any ``PxT`` or ``Pp/Ss`` is a layout too (``1x16``, ``16x1`` on 16 cores). For each it
 prints tokens/s, bytes pulled and pushed per token, worker CPU-seconds
 per token spent in the sampling kernels and outside them (parameter-server actors, comms,
@@ -56,11 +57,11 @@ def settings_of(layout: str) -> dict:
     {'workers': 4, 'threads_per_worker': 1, 'n_shards': 32}
     >>> settings_of("2x1:s1")
     {'workers': 2, 'threads_per_worker': 1, 'staleness': 1.0}
-    >>> settings_of("2x2:p")
-    {'workers': 2, 'threads_per_worker': 2, 'process_partition': True}
+    >>> settings_of("2x2:p"), settings_of("2x1:n")["process_partition"]
+    ({'workers': 2, 'threads_per_worker': 2, 'process_partition': 'on'}, 'off')
     """
-    steps = layout.endswith(":p")
-    layout, _, stale = layout.removesuffix(":p").partition(":s")
+    turns = {":p": "on", ":n": "off"}.get(layout[-2:])
+    layout, _, stale = (layout[:-2] if turns else layout).partition(":s")
     name, _, rounds = layout.partition(":r")
     if name in LAYOUTS:
         base = LAYOUTS[name]
@@ -72,7 +73,7 @@ def settings_of(layout: str) -> dict:
         base = dict(workers=int(p), threads_per_worker=int(t))
     return (base | ({"rounds": int(rounds)} if rounds else {})
             | ({"staleness": float(stale)} if stale else {})
-            | ({"process_partition": True} if steps else {}))
+            | ({"process_partition": turns} if turns else {}))
 
 
 def layout_cores(layout: str) -> int:

@@ -226,9 +226,9 @@ def train_to_store(corpus: str, out: str, config: Any = None, *, on_record: Any 
     run_id = uuid.uuid4().hex[:12]
     t0 = time.time()
     status = "error"
+    sampler = _cpu_sampler(cfg, corpus_obj)
     layout = None if cfg.scheduler is not None else choose_layout(
-        cfg.workers, cfg.threads_per_worker, cfg.backend, _cpu_sampler(cfg, corpus_obj),
-        cfg.process_partition)
+        cfg.workers, cfg.threads_per_worker, cfg.backend, sampler, cfg.takes_turns(sampler))
     with connect(cfg.scheduler, layout.processes if layout else cfg.workers,
                  layout.threads if layout else (cfg.threads_per_worker or 1),
                  cfg.connect_timeout, backend=cfg.backend) as client:

@@ -26,6 +26,7 @@ that the tokens are still those it was made of.
 from __future__ import annotations
 
 import heapq
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -333,6 +334,22 @@ class Partition:
             delta_k = np.sum([p[3] for p in parts], axis=0)
         words, topics, counts = (np.concatenate([p[j] for p in parts]) for j in range(3))
         return words, topics, counts, delta_k
+
+
+def word_windows(word_count: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """Cut the words ``0..V-1`` into ``n`` windows ``(lo, hi)`` of about equal tokens.
+
+    ``word_count[w]``: word ``w``'s tokens. A word is never cut, so a window holds an equal
+    share within one word's tokens (the turns of ``--process-partition``).
+
+    >>> word_windows(np.array([2, 1, 1, 2]), 2)
+    [(0, 2), (2, 4)]
+    """
+    cum = np.cumsum(np.asarray(word_count, dtype=np.int64))
+    total = int(cum[-1]) if len(cum) else 0
+    cuts = np.searchsorted(cum, total * np.arange(1, n) / n, side="right")
+    edges = np.maximum.accumulate(np.concatenate([[0], cuts, [len(cum)]]).astype(np.int64))
+    return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
 
 
 _NO_TOKENS = np.empty(0, dtype=np.int32)  # no layout to compare the tokens with

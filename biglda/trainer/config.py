@@ -27,6 +27,7 @@ from biglda.errors import ConfigError, OutputExistsError, SettingError
 #: how shards are placed on workers of unequal speed (see :mod:`biglda.trainer.placement`)
 Balance = Literal["auto", "throughput", "none"]
 BALANCE_CHOICES: tuple[str, ...] = get_args(Balance)
+TURNS_CHOICES = ("auto", "on", "off")
 
 Check = Callable[[Any], str | None]
 
@@ -255,14 +256,17 @@ class TrainConfig:
                                        "(default: 4 with a budget, or with several threads "
                                        "that sweep parts of their own: cgs's plain kernel; "
                                        "else 1)")
-    process_partition: bool = _setting(
-        False, flag="--process-partition", kind="switch", parse=_parse_bool, stored=True,
+    process_partition: str = _setting(
+        "auto", flag="--process-partition", choices=TURNS_CHOICES,
+        check=_one_of(TURNS_CHOICES), stored=True,
         help="worker processes take turns on the vocabulary within a clock (tomotopy's "
              "PARTITION across processes): P processes sweep a clock in P steps, each step "
              "one range of the words that no other process resamples then, the steps' moves "
              "exchanged between them, so the processes share one chain (but for n_k) instead "
-             "of sweeping against the clock before (AD-LDA). Needs BSP (--staleness 0), no "
-             "--comm-budget or --rounds, and the cgs (sparse or dense) or lightlda sampler")
+             "of sweeping against the clock before (AD-LDA). auto (default): on where it can "
+             "run, with BSP (--staleness 0), no --comm-budget or --rounds, CPU workers and "
+             "the cgs (sparse or dense) or lightlda sampler; on: those or an error; off: "
+             "AD-LDA")
     seed: int = _setting(0, flag="--seed", check=_int(), parse=int, stored=True,
                          help="all randomness is keyed by (seed, iteration, shard) (default 0)")
     checkpoint_every: int = _setting(10, flag="--checkpoint-every", check=_int(0), parse=int,
@@ -418,8 +422,10 @@ class TrainConfig:
                 get_sampler(self.sampler, **self.sampler_params)  # (bad values fail here)
             except ConfigError as exc:
                 raise SettingError("sampler_params", f": {exc}") from None
-        if self.process_partition:
-            self._check_process_partition()
+        if self.process_partition == "on":
+            problem = self.turns_problem(self.sampler)
+            if problem:
+                raise SettingError("process_partition", problem)
         if self.comm_budget > 0 and self.rounds == 1:
             raise SettingError("rounds", "must be >= 2 with --comm-budget (early updates go "
                                          "between rounds), got 1")
@@ -436,24 +442,32 @@ class TrainConfig:
                 setattr(self, name, float(value) if s.parse is not int else int(value))
         return self
 
-    def _check_process_partition(self) -> None:
-        """Refuse ``--process-partition`` with what it cannot run with."""
+    def turns_problem(self, sampler: str, gpu: bool = False) -> str | None:
+        """Return why the processes cannot take turns on the vocabulary, or None.
+
+        ``sampler``: the run's (``auto``: not known yet, no objection); ``gpu``: a worker
+        runs the GPU backend.
+        """
         from biglda.samplers.registry import get_sampler
 
         if self.staleness != 0:
-            raise SettingError("process_partition", "needs BSP (--staleness 0): a process "
-                                                    "waits for every other's step")
+            return "needs BSP (--staleness 0): a process waits for every other's step"
         if self.comm_budget > 0 or (self.rounds or 1) > 1:
-            raise SettingError("process_partition", "cannot run with --comm-budget or "
-                                                    "--rounds (the steps exchange the moves)")
-        if self.backend == "gpu":
-            raise SettingError("process_partition", "runs on the CPU backend only")
-        if self.sampler != "auto" and not getattr(
-                get_sampler(self.sampler, **self.sampler_params), "word_windows", False):
-            raise SettingError("process_partition", f"needs a sampler whose sweep takes a "
-                                                    f"window of words (cgs's sparse or "
-                                                    f"dense kernel, lightlda), not "
-                                                    f"{self.sampler!r}")
+            return "cannot run with --comm-budget or --rounds (the steps exchange the moves)"
+        if gpu or self.backend == "gpu":
+            return "runs on the CPU backend only"
+        params = self.sampler_params if sampler == self.sampler else {}
+        if sampler != "auto" and not getattr(get_sampler(sampler, **params), "word_windows",
+                                             False):
+            return (f"needs a sampler whose sweep takes a window of words (cgs's sparse or "
+                    f"dense kernel, lightlda), not {sampler!r}")
+        return None
+
+    def takes_turns(self, sampler: str, gpu: bool = False) -> bool:
+        """Say whether the processes take turns on the vocabulary (``auto`` resolved)."""
+        if self.process_partition == "off":
+            return False
+        return self.turns_problem(sampler, gpu) is None
 
     def with_sampler_chosen(self, corpus: Any, backends: Any
                             ) -> tuple[TrainConfig, dict[str, Any] | None]:
@@ -461,17 +475,31 @@ class TrainConfig:
 
         Returns ``self`` with ``sampler="auto"`` replaced by the pick for ``corpus`` (an
         opened Corpus) on workers running ``backends`` ({worker: backend}), and the choice
-        (``{requested, sampler, params, reason}``); a named sampler: ``(self, None)``.
+        (``{requested, sampler, params, reason}``); a named sampler: ``(self, None)``. Also
+        ``process_partition="auto"`` resolved (:meth:`takes_turns`) in the copy returned.
         """
+        gpu = any(b == "gpu" for b in dict(backends).values())
         if self.sampler != "auto":
-            return self, None
+            return self._turns_resolved(gpu), None
         from biglda.samplers.auto import choose_sampler
 
         choice = choose_sampler(self.n_topics, corpus.n_tokens, corpus.n_docs, corpus.n_words,
                                 dict(backends).values())
         cfg = dataclasses.replace(self, sampler=choice.sampler,
                                   sampler_params=dict(choice.params)).validated()
-        return cfg, {"requested": "auto", **choice.as_dict()}
+        return cfg._turns_resolved(gpu), {"requested": "auto", **choice.as_dict()}
+
+    def _turns_resolved(self, gpu: bool) -> TrainConfig:
+        """Return ``self`` with ``process_partition="auto"`` resolved to "on" or "off".
+
+        "on" with a GPU worker is a SettingError (the GPU samplers take no window of words).
+        """
+        if self.process_partition == "on" and gpu:
+            raise SettingError("process_partition", "runs on the CPU backend only")
+        if self.process_partition != "auto":
+            return self
+        on = self.takes_turns(self.sampler, gpu)
+        return dataclasses.replace(self, process_partition="on" if on else "off")
 
     def for_workers(self) -> TrainConfig:
         """Return a copy a task can carry (the scheduler may be a ``Client``: left out)."""

@@ -333,7 +333,7 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     # shards as one part on all its threads: no table copies, no AD-LDA lag between threads
     proc = _ProcessState(spec, corpus, n_threads, getattr(first, "threads_per_sweep", False))
     samplers = [first] + [_make_sampler(spec, backend) for _ in proc.threads[1:]]
-    if spec.cfg.process_partition and spec.n_processes > 1:
+    if spec.cfg.process_partition == "on" and spec.n_processes > 1:
         proc.windows = _process_windows(spec, corpus, proc.cache.vocab, first)
     _push_recounts(spec, proc, worker, backend)
     clock = spec.start_clock
@@ -377,17 +377,14 @@ def _process_windows(spec: GroupSpec, corpus: Any, vocab: np.ndarray, sampler: A
     range ``(p + s) mod P``: no two processes resample a row in one step.
     """
     from biglda.errors import ConfigError
+    from biglda.samplers.partition import word_windows
 
     if not getattr(sampler, "word_windows", False):
         raise ConfigError(f"--process-partition needs a sampler whose sweep takes a window "
                           f"of words (cgs's sparse or dense kernel, lightlda), not {sampler!r}")
-    n = spec.n_processes
-    cum = np.cumsum(np.asarray(corpus.word_count, dtype=np.int64))
-    total = int(cum[-1]) if len(cum) else 0
-    cuts = np.concatenate([[0], np.searchsorted(cum, total * np.arange(1, n) / n,
-                                                side="right"), [spec.n_words]])
-    rows = np.searchsorted(vocab, np.maximum.accumulate(cuts))
-    return [(int(a), int(b)) for a, b in itertools.pairwise(rows)]
+    windows = word_windows(corpus.word_count, spec.n_processes)
+    return [(int(np.searchsorted(vocab, lo)), int(np.searchsorted(vocab, hi)))
+            for lo, hi in windows]
 
 
 def _push_recounts(spec: GroupSpec, proc: _ProcessState, worker: str, backend: str) -> None:

@@ -31,3 +31,18 @@ def test_time_to_the_worst_last_ll_against_one_thread(scale_out):
     # without the elapsed times (a file of before 2026-11-27) there are no such lines
     old = {k: {x: y for x, y in v.items() if x != "elapsed_s"} for k, v in res.items()}
     assert not [ln for ln in scale_out.report(old) if "to LL/token" in ln]
+
+
+def test_layout_names_with_and_without_turns(scale_out):
+    """``:p`` / ``:n``: the processes take turns on the vocabulary, or not (AD-LDA); a name
+    with neither takes the default (auto); the threads of a name pick ties."""
+    from biglda.trainer.layout import pick
+
+    assert scale_out.settings_of("2x1:n") == {"workers": 2, "threads_per_worker": 1,
+                                              "process_partition": "off"}
+    assert scale_out.settings_of("4x2:s1:p") == {"workers": 4, "threads_per_worker": 2,
+                                                 "staleness": 1.0, "process_partition": "on"}
+    assert "process_partition" not in scale_out.settings_of("2x1")
+    same = [[(1.0, -9.0), (2.0, -8.0)]]
+    assert pick({"2x1:p": same, "1x2": same, "2p/4s": same})[0] == "1x2"
+

@@ -23,9 +23,11 @@ KILL_AFTER = 5   # iterations recorded before the kill (checkpoint of clock 4 co
 
 
 def _cfg(**kw):
+    # (processes without turns on the vocabulary, AD-LDA, unless a test says otherwise: the
+    # SSP test's yardstick is that chain's; the turns have their own kill tests)
     base = dict(n_topics=8, iterations=ITERATIONS, sampler="cgs", n_shards=3, seed=3,
                 checkpoint_every=2, top_words_every=0, recovery_wait=20.0, call_timeout=30.0,
-                connect_timeout=3.0)
+                connect_timeout=3.0, process_partition="off")
     base.update(kw)
     return TrainConfig(**base)
 
@@ -49,7 +51,7 @@ def test_killed_worker_is_recovered_from_the_checkpoint(cluster3, synth_url, str
 @pytest.fixture(scope="module")
 def straight_turns(cluster3, synth_url, tmp_path_factory):
     """A run without failures whose processes take turns on the vocabulary."""
-    cfg = _cfg(process_partition=True)
+    cfg = _cfg(process_partition="on")
     out = str(tmp_path_factory.mktemp("straight-turns") / "model.zarr")
     return run_training(cluster3, validate(synth_url, None, cfg, False), cfg, out=out)
 
@@ -60,7 +62,7 @@ def test_killed_worker_of_processes_taking_turns_is_recovered(cluster3, synth_ur
     """--process-partition: a process killed while the others may wait for its step; the
     recovered run is the failure-free one (the same turns: processes ranked by shard)."""
     _kill_and_compare(cluster3, synth_url, straight_turns, tmp_path, victim,
-                      process_partition=True)
+                      process_partition="on")
 
 
 def _kill_and_compare(client, synth_url, straight, tmp_path, victim, **kw):

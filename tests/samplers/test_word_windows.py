@@ -92,3 +92,20 @@ def test_windows_in_turn_recover_the_topics_and_reach_whole_sweeps_loglik(synthe
             assert cos > 0.98, f"windows {windows}: matched cosine {cos:.3f}"
             tail[len(windows)] = float(np.mean(lls))
     assert abs(tail[2] - tail[1]) < 0.01, f"2 windows {tail[2]:.4f} vs whole {tail[1]:.4f}"
+
+
+def test_word_windows_cut_the_words_into_ranges_of_equal_tokens():
+    import itertools
+
+    from biglda.samplers.partition import word_windows
+
+    rng = np.random.default_rng(0)
+    counts = np.bincount((rng.zipf(1.3, 50_000) % 3000), minlength=3000)
+    for n in (1, 2, 3, 5):
+        got = word_windows(counts, n)
+        assert got[0][0] == 0 and got[-1][1] == 3000 and len(got) == n
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(got))
+        shares = [int(counts[a:b].sum()) for a, b in got]
+        # each within one word's tokens of an equal share (a word is never cut)
+        assert max(abs(x - counts.sum() / n) for x in shares) <= counts.max()
+    assert word_windows(np.array([0, 5, 0, 0]), 3) == [(0, 1), (1, 1), (1, 4)]  # (one empty)

@@ -105,18 +105,40 @@ def test_one_rule_for_the_number_of_topics():
     assert TrainConfig.from_settings(n_topics=70000).n_topics == 70000
 
 
-@pytest.mark.parametrize("extra, problem", [
+TURNS_REFUSED = [
     ({"staleness": 1}, "needs BSP"),
     ({"comm_budget": 5.0}, "cannot run with --comm-budget"),
     ({"rounds": 2}, "cannot run with --comm-budget or --rounds"),
     ({"backend": "gpu"}, "CPU backend only"),
     ({"sampler": "warplda"}, "not 'warplda'"),
     ({"sampler": "cgs", "sampler_params": {"variant": "plain"}}, "window of words"),
-])
-def test_process_partition_refuses_what_it_cannot_run_with(extra, problem):
-    kw = {"n_topics": 4, "sampler": "cgs", "process_partition": True} | extra
+]
+
+
+@pytest.mark.parametrize("extra, problem", TURNS_REFUSED)
+def test_process_partition_on_refuses_what_it_cannot_run_with(extra, problem):
+    kw = {"n_topics": 4, "sampler": "cgs", "process_partition": "on"} | extra
     with pytest.raises(SettingError) as err:
         TrainConfig.from_settings(**kw)
     assert str(err.value).startswith("process_partition ") and problem in str(err.value)
-    ok = TrainConfig.from_settings(n_topics=4, sampler="cgs", process_partition=True)
-    assert ok.process_partition and ok.staleness == 0
+
+
+@pytest.mark.parametrize("extra, problem", TURNS_REFUSED)
+def test_process_partition_auto_is_off_where_on_is_refused(extra, problem):
+    """auto resolves, with the sampler chosen, to on exactly where "on" would run."""
+    from types import SimpleNamespace
+
+    corpus = SimpleNamespace(n_tokens=10_000, n_docs=100, n_words=500)
+    cfg = TrainConfig.from_settings(**({"n_topics": 4, "sampler": "cgs"} | extra))
+    assert cfg.process_partition == "auto"
+    resolved, _ = cfg.with_sampler_chosen(corpus, {"w": "cpu"})
+    assert resolved.process_partition == "off" and problem in cfg.turns_problem(cfg.sampler)
+    for sampler in ("cgs", "lightlda"):
+        ok = TrainConfig.from_settings(n_topics=4, sampler=sampler)
+        assert ok.with_sampler_chosen(corpus, {"w": "cpu"})[0].process_partition == "on"
+        assert ok.with_sampler_chosen(corpus, {"w": "gpu"})[0].process_partition == "off"
+    on = TrainConfig.from_settings(n_topics=4, sampler="cgs", process_partition="on")
+    with pytest.raises(SettingError, match="CPU backend only"):
+        on.with_sampler_chosen(corpus, {"w": "gpu"})
+    off = TrainConfig.from_settings(n_topics=4, sampler="cgs", process_partition="off")
+    assert off.with_sampler_chosen(corpus, {"w": "cpu"})[0].process_partition == "off"

@@ -43,8 +43,12 @@ def test_comm_budget_keeps_the_ssp_bound_and_the_table_exact(local_cluster, synt
 
 
 def test_without_a_budget_nothing_is_sent_early(local_cluster, synth_corpus):
+    """Without a budget or turns on the vocabulary (whose steps are offers too, and send)."""
     url, _ = synth_corpus
     cfg = TrainConfig(n_topics=8, iterations=2, n_shards=2, checkpoint_every=0,
-                      top_words_every=0)
+                      top_words_every=0, process_partition="off")
     r = run_training(local_cluster, validate(url, None, cfg, False), cfg)
     assert [h["bytes_early_sent"] for h in r.history] == [0, 0]
+    turns = run_training(local_cluster, validate(url, None, cfg, False),
+                         TrainConfig.from_settings(cfg, process_partition="auto"))
+    assert all(h["bytes_early_sent"] > 0 for h in turns.history)

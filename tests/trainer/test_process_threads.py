@@ -84,7 +84,7 @@ def test_processes_take_turns_on_the_vocabulary(threaded_cluster, synth_corpus, 
     clock's steps exchange their moves (offers both ways)."""
     url, _ = synth_corpus
     out = str(tmp_path / "model.zarr")
-    kw = dict(sampler="cgs", process_partition=True,
+    kw = dict(sampler="cgs", process_partition="on",
               sampler_params={"dense_above": dense_above})
     first = _run(threaded_cluster, url, out=out, iterations=3, checkpoint_every=2, **kw)
     n_wk, n_k, _ = recount(url, first)

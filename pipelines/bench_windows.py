@@ -1,0 +1,75 @@
+"""A sweep in windows of words against the whole sweep, one thread, no Dask.
+
+What a process taking turns on the vocabulary (``--process-partition``) pays in its
+kernels: the same tokens swept as one exact sweep, as one sweep over a window holding every
+word, and as P sweeps over P windows of about equal tokens (as P processes' steps). Prints
+the CPU µs a token of each, the median over sweeps after ``--skip``::
+
+    .venv/bin/python pipelines/bench_windows.py --corpus runs/deb/corpus.zarr --topics 100 \\
+        --variants dense sparse
+
+Takes the first ``--share`` of the corpus's documents (a process's part of a 2-process run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from biglda.corpus import Corpus
+from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
+from biglda.samplers.partition import word_windows
+
+KERNELS = {"dense": {"dense_above": 0.0}, "sparse": {"dense_above": 2.0}, "auto": {}}
+
+
+def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip) -> float:
+    """CPU µs a token of ``mode`` ("exact", "whole" or "windows"), median after ``skip``."""
+    sampler = get_sampler("cgs", **KERNELS[variant])
+    z = init_z(len(tokens), n_topics, RandomKey(0, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+    cpu = []
+    with ThreadPoolExecutor(1) as pool:
+        for it in range(sweeps):
+            c0 = time.process_time()
+            if mode == "exact":
+                sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
+                              RandomKey(0, it))
+            else:
+                for j, w in enumerate([(0, n_words)] if mode == "whole" else windows):
+                    sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
+                                  RandomKey(0, it, 0, j), pool=pool, window=w)
+            cpu.append(time.process_time() - c0)
+    return 1e6 * statistics.median(cpu[skip:]) / len(tokens)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--topics", type=int, default=100)
+    ap.add_argument("--windows", type=int, default=2)
+    ap.add_argument("--share", type=float, default=0.5)
+    ap.add_argument("--sweeps", type=int, default=12)
+    ap.add_argument("--skip", type=int, default=4)
+    ap.add_argument("--variants", nargs="+", default=["dense", "sparse"], choices=list(KERNELS))
+    args = ap.parse_args(argv)
+    corpus = Corpus.open(args.corpus)
+    n_docs = max(1, int(corpus.n_docs * args.share))
+    doc_ptr = np.asarray(corpus.doc_ptr[:n_docs + 1], dtype=np.int64)
+    tokens = np.asarray(corpus.read_tokens(0, int(doc_ptr[-1]))).astype(np.int32)
+    windows = word_windows(np.bincount(tokens, minlength=corpus.n_words), args.windows)
+    print(f"{len(tokens):,} tokens, K = {args.topics}, windows {windows}")
+    for variant in args.variants:
+        got = {mode: run(tokens, doc_ptr, corpus.n_words, args.topics, variant, mode, windows,
+                         args.sweeps, args.skip) for mode in ("exact", "whole", "windows")}
+        print(f"cgs {variant}: " + ", ".join(f"{m} {v:.3f}" for m, v in got.items())
+              + " µs/token (CPU, one thread)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
