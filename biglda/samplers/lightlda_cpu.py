@@ -546,14 +546,13 @@ class LightLDASampler(Sampler):
     algorithm = "lightlda"
     backend = "cpu"
     threads_per_sweep = True  # one sweep takes several threads (the trainer gives it its pool)
+    word_windows = True  # a sweep can take a window of words (partitioned, also on one thread)
 
     def __init__(self, mh_steps: int = 2):
         if int(mh_steps) < 1:
             raise ConfigError(f"mh_steps must be >= 1, got {mh_steps}")
         self.mh_steps = int(mh_steps)
         self._layouts = Layouts()  # each tokens array's cut for several threads
-
-    word_windows = True  # a sweep can take a window of words (partitioned, also on one thread)
 
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
               pool: Executor | None = None, n_threads: int = 1,

@@ -57,6 +57,8 @@ class Layout:
     builds from the tokens and the cuts alone (its tokens by range), under a name of its
     choice; ``spare`` buffers a sweep gives back for the next (:meth:`take`, :meth:`give`).
     ``tokens`` and ``doc_ptr`` are copies, for :func:`scan` and :meth:`Layouts.find`.
+    With a ``window`` ``(lo, hi)`` only its rows are cut into the ranges, every other word
+    is in range -1 (no part visits its tokens), and ``n_tokens`` counts the window's tokens.
     """
 
     def __init__(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_ranges: int,
@@ -423,8 +425,7 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
                              scan=False)
     t0, c0 = time.perf_counter(), time.thread_time()
     n_rows = n_wk.shape[0]
-    # (one thread, a window: one part, each document visited once; two ranges cost Debian's
-    # short documents 0.05 µs a token, pipelines/README.md, "Eighteenth session")
+    # (one thread — a sweep over a window — has no other thread to keep apart: one part)
     n_ranges = 1 if n_threads == 1 else max(1, int(ranges_per_thread)) * n_threads
     if window is not None:
         window = (max(0, int(window[0])), min(n_rows, int(window[1])))
