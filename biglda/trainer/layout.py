@@ -148,9 +148,9 @@ def choose_layout(workers: int | None, threads_per_worker: int | None,
         p = (int(workers) if workers else
              max(1, (os.cpu_count() or 1) // int(threads_per_worker or 1)))
         return LayoutChoice(p, int(threads_per_worker or 1), "named by the run" + (
-            "; on one machine threads reach a model sooner than processes, which sweep "
-            "against each other's counts of the clock before (docs/design.md; or take "
-            "turns on the vocabulary with --process-partition)"
+            "; on one machine threads reach a model sooner than processes, which here take "
+            "no turns on the vocabulary (cgs and lightlda under BSP do) and sweep against "
+            "each other's counts of the clock before (docs/design.md)"
             if p > 1 and not process_partition else
             "; the processes take turns on the vocabulary" if p > 1 else ""))
     if backend != "cpu":
