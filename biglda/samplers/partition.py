@@ -120,7 +120,10 @@ class Layouts:
     its tokens (4 bytes a token) and the samplers' lists (8 bytes a token; lightlda's 16
     where it keeps its documents' counts, and those, at most 16 bytes a token; cgs's
     SparseLDA its documents' topic lists, 8 bytes a token); the trainer
-    sweeps one array a process, or one a round (up to 4), hence 4.
+    sweeps one array a process, or one a round (up to 4), hence 4. The layouts of one
+    array's windows of words count as that array's one (a process taking turns sweeps P
+    windows a clock: with fewer kept, every step would count and list its tokens anew; each
+    window's layout lists only its tokens, but holds its own copy of the array's).
     """
 
     def __init__(self, size: int = 4) -> None:
@@ -142,11 +145,13 @@ class Layouts:
         return hit if hit is not None and np.array_equal(hit.doc_ptr, doc_ptr) else None
 
     def add(self, key: tuple, layout: Layout) -> None:
-        """Store ``layout`` under ``key`` (dropping the oldest beyond ``size``)."""
+        """Store ``layout`` under ``key`` (dropping the oldest array's beyond ``size``)."""
         with self._lock:
             self._items.pop(key, None)
-            if len(self._items) >= self.size:
-                self._items.pop(next(iter(self._items)))
+            arrays = list(dict.fromkeys(k[:-1] for k in self._items))  # (key[-1]: window)
+            if key[:-1] not in arrays and len(arrays) >= self.size:
+                for k in [k for k in self._items if k[:-1] == arrays[0]]:
+                    del self._items[k]
             self._items[key] = layout
 
 

@@ -41,6 +41,17 @@ def _corpus(seed=0, n_docs=300, n_words=60):
     return tokens, doc_ptr, n_words
 
 
+def check_counts_and_delta(tokens, doc_ptr, z, n_wk, n_k, before_wk, before_k, res, n_words):
+    """The counts are the recount of ``z``, and the sweep's delta their change (``before_wk``
+    is changed in place)."""
+    want_wk, want_k = count_from_z(tokens, doc_ptr, z, n_words, n_k.shape[0])
+    np.testing.assert_array_equal(n_wk, want_wk)
+    np.testing.assert_array_equal(n_k, want_k)
+    np.add.at(before_wk, (res.delta_words, res.delta_topics), res.delta_counts)
+    np.testing.assert_array_equal(before_wk, n_wk)
+    np.testing.assert_array_equal(before_k + res.delta_k, n_k)
+
+
 def _sweeps(tokens, doc_ptr, n_words, n_topics, pool, n_threads, n_sweeps, alpha=0.1,
             check=True, sampler=("lightlda", {})):
     z = init_z(len(tokens), n_topics, RandomKey(2, -1))
@@ -51,12 +62,8 @@ def _sweeps(tokens, doc_ptr, n_words, n_topics, pool, n_threads, n_sweeps, alpha
         res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, 0.05, n_words,
                             RandomKey(2, it), pool=pool, n_threads=n_threads)
         if check:
-            want_wk, want_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
-            np.testing.assert_array_equal(n_wk, want_wk)
-            np.testing.assert_array_equal(n_k, want_k)
-            np.add.at(before_wk, (res.delta_words, res.delta_topics), res.delta_counts)
-            np.testing.assert_array_equal(before_wk, n_wk)
-            np.testing.assert_array_equal(before_k + res.delta_k, n_k)
+            check_counts_and_delta(tokens, doc_ptr, z, n_wk, n_k, before_wk, before_k, res,
+                                   n_words)
             key = res.delta_words.astype(np.int64) * n_topics + res.delta_topics
             assert np.all(np.diff(key) > 0) and np.all(res.delta_counts != 0)  # sorted COO
             assert res.n_tokens == len(tokens)

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from test_partition import _corpus
+from test_partition import _corpus, check_counts_and_delta
 from test_sampler_recovery import matched_cosine
 
 from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z, joint_loglik
@@ -44,12 +44,8 @@ def test_only_the_windows_tokens_move_and_the_counts_stay_the_recount(sampler, n
             np.testing.assert_array_equal(z[~inside], before_z[~inside])
             moved_any |= z != before_z
             assert res.n_tokens == int(inside.sum())
-            want_wk, want_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
-            np.testing.assert_array_equal(n_wk, want_wk)
-            np.testing.assert_array_equal(n_k, want_k)
-            np.add.at(before_wk, (res.delta_words, res.delta_topics), res.delta_counts)
-            np.testing.assert_array_equal(before_wk, n_wk)
-            np.testing.assert_array_equal(before_k + res.delta_k, n_k)
+            check_counts_and_delta(tokens, doc_ptr, z, n_wk, n_k, before_wk, before_k, res,
+                                   n_words)
             assert np.all((res.delta_words >= lo) & (res.delta_words < min(hi, n_words)))
     assert moved_any.mean() > 0.5  # the windows did resample the corpus
 
@@ -109,3 +105,27 @@ def test_word_windows_cut_the_words_into_ranges_of_equal_tokens():
         # each within one word's tokens of an equal share (a word is never cut)
         assert max(abs(x - counts.sum() / n) for x in shares) <= counts.max()
     assert word_windows(np.array([0, 5, 0, 0]), 3) == [(0, 1), (1, 1), (1, 4)]  # (one empty)
+
+
+def test_every_window_of_an_array_keeps_its_layout():
+    """Six windows a sweep (six processes' turns): the second round finds all six layouts,
+    and another array's layouts still push out the oldest array's."""
+    tokens, doc_ptr, n_words = _corpus(n_words=200)
+    z = init_z(len(tokens), 5, RandomKey(1, -1))
+    n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, 5)
+    sampler = get_sampler("cgs")
+    layouts = sampler._layouts
+    windows = [(i * 40, (i + 1) * 40) for i in range(5)] + [(0, 200)]
+    with ThreadPoolExecutor(1) as pool:
+        for it in range(2):
+            for j, w in enumerate(windows):
+                sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words,
+                              RandomKey(1, it, 0, j), pool=pool, window=w)
+            if it == 0:
+                first = dict(layouts._items)
+        assert len(layouts._items) == 6 and all(layouts._items[k] is v for k, v in first.items())
+        others = [tokens.copy() for _ in range(layouts.size)]  # (kept: distinct addresses)
+        for other in others:  # other arrays: the first one's six go, at once
+            sampler.sweep(other, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(1, 9),
+                          pool=pool, window=(0, 200))
+        assert not set(first) & set(layouts._items) and len(layouts._items) == layouts.size

@@ -25,6 +25,7 @@ BAD = [  # (setting, bad value, words of the problem)
     ("checkpoint_every", -1, "must be >= 0"),
     ("workers", 0, "must be >= 1"),
     ("balance_min_gain", 1.5, "must lie in"),
+    ("process_partition", "maybe", "must be one of"),
 ]
 
 
