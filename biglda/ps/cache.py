@@ -84,6 +84,25 @@ class ShardCache:
             return self._rows[words]
         return np.searchsorted(self.vocab, words).astype(np.int32)
 
+    def rows_of(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Return ``(rows, keep)`` of global word ids some of which this cache may not hold.
+
+        ``rows[keep]`` are the rows of ``words[keep]``; ``keep`` None: every word is here.
+        """
+        words = np.asarray(words)
+        if self.identity:
+            return words.astype(np.int32, copy=False), None
+        if self._rows is not None:
+            inside = words < len(self._rows)
+            rows = np.full(len(words), -1, dtype=np.int32)
+            rows[inside] = self._rows[words[inside]]
+            keep = rows >= 0
+        else:
+            rows = np.searchsorted(self.vocab, words).astype(np.int32)
+            keep = rows < len(self.vocab)
+            keep[keep] = self.vocab[rows[keep]] == words[keep]
+        return rows, (None if bool(keep.all()) else keep)
+
     @property
     def n_local(self) -> int:
         """Return the number of words this cache holds rows of (its local vocabulary)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -86,12 +87,30 @@ class _Done:
         return self.value
 
 
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """One event loop on a daemon thread, for :class:`InProcess`'s coroutine methods."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="biglda-inprocess-loop",
+                             daemon=True).start()
+            _LOOP = loop
+        return _LOOP
+
+
 class InProcess:
     """An object whose method calls answer like actor calls: a future with the result.
 
     Lets the clients (:mod:`biglda.ps.client`) drive actors in this process — unit tests and
     benchmarks of the server's work without a cluster. Arrays are passed by reference, not
-    serialized: copy what the caller may change afterwards.
+    serialized: copy what the caller may change afterwards. A sync method runs at once, in
+    the caller's thread; a coroutine method on one event loop of a background thread (as a
+    worker runs an actor's, so one that waits for another call's effect can be answered).
 
     Examples
     --------
@@ -107,6 +126,9 @@ class InProcess:
         attr = getattr(self._obj, name)
         if not callable(attr):
             return attr
+        if inspect.iscoroutinefunction(attr):
+            return lambda *args, **kwargs: asyncio.run_coroutine_threadsafe(
+                attr(*args, **kwargs), _background_loop())
         return lambda *args, **kwargs: _Done(attr(*args, **kwargs))
 
 

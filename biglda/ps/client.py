@@ -106,30 +106,53 @@ class TableClient:
         return call_all(futs, timeout, f"shard {shard}: pull")
 
     def offer(self, shard: int, clock: int, parts: Sequence[tuple[np.ndarray, ...]],
-              timeout: float, every: bool = False) -> None:
+              timeout: float) -> None:
         """Send early updates of shard ``shard``'s ``clock`` (managed communication).
 
         One ``(words, topics, counts)`` part per table shard (global ids); empty parts are not
-        sent, unless ``every`` (a step's offer, which every table shard counts).
+        sent.
         """
         futs = [actor.offer(shard, clock, w, t, c)
-                for actor, (w, t, c) in zip(self.actors, parts, strict=True)
-                if every or len(w)]
+                for actor, (w, t, c) in zip(self.actors, parts, strict=True) if len(w)]
         if futs:
             call_all(futs, timeout, f"shard {shard}: early updates of clock {clock}")
 
     def offers(self, shard: int, got: Sequence[np.ndarray], received: Sequence[np.ndarray],
-               timeout: float, upto: int = -1) -> list[tuple[np.ndarray, ...]]:
+               timeout: float) -> list[tuple[np.ndarray, ...]]:
         """Other writers' early updates the reader lacks (managed communication).
 
         ``got``: per table shard, int64 [n_shards, 2] (clock, number) of the offers it has;
-        ``received``: its pull state per table shard; ``upto`` >= 0: only each writer's
-        first that many. Returns ``(got', writers, words, topics, counts)`` per table shard
-        (:meth:`biglda.ps.table.TableShard.offers`).
+        ``received``: its pull state per table shard. Returns ``(got', writers, words,
+        topics, counts)`` per table shard (:meth:`biglda.ps.table.TableShard.offers`).
         """
-        futs = [actor.offers(shard, g, r, upto)
+        futs = [actor.offers(shard, g, r)
                 for actor, g, r in zip(self.actors, got, received, strict=True)]
         return call_all(futs, timeout, f"shard {shard}: early updates")
+
+    def mailbox(self, window: int) -> int:
+        """Return the table shard that keeps the steps' moves on ``window`` (its mailbox)."""
+        return int(window) % len(self.actors)
+
+    def post_step(self, shard: int, clock: int, window: int, step: int, words: np.ndarray,
+                  topics: np.ndarray, counts: np.ndarray, timeout: float) -> None:
+        """Send writer ``shard``'s moves of ``step`` on ``window`` (global ids) to its mailbox.
+
+        :meth:`biglda.ps.table.TableShard.post_step`: one call, to one table shard.
+        """
+        actor = self.actors[self.mailbox(window)]
+        call(actor.post_step(shard, clock, window, step, words, topics, counts), timeout,
+             f"shard {shard}: step {step} of clock {clock}")
+
+    def window_steps(self, clock: int, window: int, n: int, wait: float, timeout: float
+                     ) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] | None:
+        """Return the posts of steps ``0 .. n - 1`` of ``clock`` on ``window`` (None: not yet).
+
+        :meth:`biglda.ps.table.TableShard.window_steps`: the actor waits up to ``wait`` s for
+        them (no polling).
+        """
+        actor = self.actors[self.mailbox(window)]
+        return call(actor.window_steps(clock, window, n, wait), timeout + wait,
+                    f"the steps of clock {clock} on words' range {window}")
 
     def snapshots(self, clock: int, timeout: float, check: Check = None
                   ) -> list[tuple[float, np.ndarray] | None]:

@@ -27,13 +27,14 @@ of a run (when an offer arrives depends on timing, so BSP with a budget is no lo
 bit-identical for a seed). Off by default (budget 0): then nothing of this runs. Measured
 in ``pipelines/README.md`` ("Managed communication").
 
-The same books carry the steps of ``--process-partition`` (no budget): in each step of a
-clock a process resamples one range of the vocabulary that no other process resamples in
-that step, offers the step's whole delta (:meth:`EarlyUpdates.offer_step`, also to table
-shards it has nothing for, so each counts the step) and waits for every other process's
-offer of the step before the next (:meth:`EarlyUpdates.wait_step`, which asks only for
-each writer's first ``n`` offers of the clock: what a reader folds does not depend on when
-it asks, so BSP stays deterministic).
+The same books carry the steps of ``--process-partition`` (no budget): in step ``s`` of a
+clock process ``p`` resamples range ``(p + s) mod P`` of the vocabulary, which no other
+process resamples in that step. It posts the step's whole delta to that range's mailbox
+(one table shard, :meth:`EarlyUpdates.post_step`), and before a step it folds the range's
+posts of the clock's earlier steps, those of the processes that had it before
+(:meth:`EarlyUpdates.wait_window`): exactly those, so what a reader folds does not depend on
+when it asks and BSP stays deterministic. One call out and one in per step, whatever the
+number of processes; a process waits only for the one that had its range the step before.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from biglda.ps._kernels import add_coo, add_sorted
+from biglda.ps._kernels import add_coo, add_sorted, take_ids
 from biglda.ps.cache import ShardCache
 from biglda.ps.client import TableClient
 from biglda.ps.protocol import NO_CLOCK
@@ -63,7 +64,7 @@ class EarlyUpdates:
     ----------
     cache : the process's cache (its ``shard`` is the writer's identity).
     budget : bytes per second this process may send early (> 0), or None: whole steps
-        only (:meth:`offer_step`).
+        only (:meth:`post_step`).
     n_shards : number of document shards of the run.
     """
 
@@ -137,76 +138,79 @@ class EarlyUpdates:
         self.entries_sent += n
         return sent
 
-    def offer_step(self, tables: TableClient, clock: int, words: np.ndarray,
-                   topics: np.ndarray, counts: np.ndarray, timeout: float) -> int:
-        """Offer one step's whole delta (local ids, sorted by word) to every table shard.
+    def post_step(self, tables: TableClient, clock: int, window: int, step: int,
+                  words: np.ndarray, topics: np.ndarray, counts: np.ndarray,
+                  timeout: float) -> int:
+        """Post one step's whole delta on ``window`` (local ids) to the window's mailbox.
 
-        Also to those it has nothing for: each counts the step (:meth:`wait_step`).
-        Returns the bytes sent.
+        For the processes that resample the window after this one in the clock
+        (:meth:`wait_window`). Returns the bytes sent.
         """
-        parts = [(w.astype(np.int32, copy=False), t, c) for w, t, c in
-                 self.cache._by_table_shard(np.asarray(words), np.asarray(topics, np.int32),
-                                            np.asarray(counts, np.int32))]
-        tables.offer(self.cache.shard, clock, parts, timeout, every=True)
+        words = np.asarray(words)
+        ids = (words.astype(np.int32, copy=False) if self.cache.identity
+               else take_ids(self.cache.vocab, words))
+        tables.post_step(self.cache.shard, clock, window, step, ids,
+                         np.asarray(topics, np.int32), np.asarray(counts, np.int32), timeout)
         sent = len(words) * ENTRY_BYTES
         self.bytes_sent += sent
         self.entries_sent += len(words)
         return sent
 
     # -- receiving -----------------------------------------------------------------------
-    def step_done(self, clock: int, n: int, n_writers: int) -> bool:
-        """Say whether this reader holds ``n`` offers of ``clock`` from ``n_writers`` writers.
+    def wait_window(self, tables: TableClient, clock: int, window: int, n: int,
+                    into: Sequence[tuple[np.ndarray, np.ndarray]], timeout: float,
+                    alive: Callable[[], bool] | None = None, wait: float = 0.5
+                    ) -> int | None:
+        """Fold the moves of steps ``0 .. n - 1`` of ``clock`` on ``window``, once all came.
 
-        On every table shard (a step's offer reaches each, :meth:`offer_step`).
+        Exactly those steps' (one other process's each), so what a reader folds does not
+        depend on when it asks: BSP stays deterministic. Only the rows this cache holds;
+        ``n_k`` takes the steps' totals. The mailbox answers once they are all there or after
+        ``wait`` seconds; then ``alive()`` says whether the run still goes on (a process
+        lost: None, the attempt is given up); TimeoutError past ``timeout``. Returns the
+        bytes received.
         """
-        return all(int(np.count_nonzero((g[:, 0] == clock) & (g[:, 1] >= n))) >= n_writers
-                   for g in self.got)
-
-    def wait_step(self, tables: TableClient, clock: int, n: int, n_writers: int,
-                  into: Sequence[tuple[np.ndarray, np.ndarray]], timeout: float,
-                  alive: Callable[[], bool] | None = None, poll: float = 0.0005
-                  ) -> int | None:
-        """Fold the other writers' first ``n`` offers of ``clock``, waiting until all came.
-
-        ``n_writers``: the other processes (one writer each: its lead shard). Asks again
-        every ``poll`` seconds, up to 20 ms apart, for at most ``timeout`` seconds
-        (TimeoutError past it); every half second of waiting asks ``alive()`` whether the
-        run still goes on (a process lost: the attempt is given up), None where it does not.
-        Returns the bytes received.
-        """
-        got = 0
         start = time.monotonic()
-        asked = start
-        wait = poll
         while True:
-            got += self.receive(tables, into, timeout, upto=n)
-            if self.step_done(clock, n, n_writers):
-                return got
-            now = time.monotonic()
-            if now - start > timeout:
-                raise TimeoutError(f"shard {self.cache.shard}: the other processes' step {n} "
-                                   f"of clock {clock} did not come within {timeout:g} s")
-            if alive is not None and now - asked > 0.5:
-                if not alive():
-                    return None
-                asked = time.monotonic()
-            time.sleep(wait)
-            wait = min(0.02, wait * 1.5)
+            posts = tables.window_steps(clock, window, n, wait, timeout)
+            if posts is not None:
+                break
+            if time.monotonic() - start > timeout:
+                raise TimeoutError(f"shard {self.cache.shard}: the steps before step {n} of "
+                                   f"clock {clock} on words' range {window} did not come "
+                                   f"within {timeout:g} s")
+            if alive is not None and not alive():
+                return None
+        cache, got = self.cache, 0
+        a = tables.mailbox(window)
+        for writer, words, topics, counts in posts:
+            local, keep = cache.rows_of(words)
+            if keep is not None:
+                local, topics, counts = local[keep], topics[keep], counts[keep]
+            dk = np.bincount(topics, weights=counts, minlength=cache.n_topics).astype(np.int64)
+            for n_wk, n_k in into:
+                add_coo(n_wk, local, topics, counts)
+                n_k += dk
+            # taken out again when the clock's pull brings it (settle)
+            self.batches[a].append((int(writer), int(clock), local, topics, counts))
+            got += ENTRY_BYTES * len(words)
+            self.entries_received += len(words)
+        self.bytes_received += got
+        return got
 
     def receive(self, tables: TableClient, into: Sequence[tuple[np.ndarray, np.ndarray]],
-                timeout: float, upto: int = -1) -> int:
+                timeout: float) -> int:
         """Fold the offers others sent since the last call into ``into``; return bytes.
 
         ``into``: the ``(n_wk, n_k)`` tables to add them to — the cache's first (its books
-        are kept for it) and the sampling threads' copies of it. ``upto`` >= 0: only each
-        writer's first ``upto`` offers of its clock.
+        are kept for it) and the sampling threads' copies of it.
         """
         cache = self.cache
         received = [r for r in cache.received if r is not None]
         if len(received) != len(cache.received):
             raise AssertionError("early updates before the cache attached")
         got = 0
-        replies = tables.offers(cache.shard, self.got, received, timeout, upto)
+        replies = tables.offers(cache.shard, self.got, received, timeout)
         for a, (now_got, writers, words, topics, counts) in enumerate(replies):
             self.got[a] = np.asarray(now_got, dtype=np.int64)
             if not len(words):

@@ -47,7 +47,10 @@ driver reach it through :class:`biglda.ps.client.TableClient`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -199,6 +202,13 @@ class TableShard:
         self._offers: dict[int, tuple[int, list[tuple[np.ndarray, ...]]]] = {}
         self.offer_entries_in = 0
         self.offer_entries_out = 0
+        # the steps of --process-partition: window -> {step: (writer, words, topics,
+        # counts)} of clock _steps_clock, and the event a reader of a window waits on
+        self._steps: dict[int, dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self._steps_clock = NO_CLOCK
+        self._step_events: dict[int, asyncio.Event] = {}
+        self.step_entries_in = 0
+        self.step_entries_out = 0
 
     # -- pushes -------------------------------------------------------------------------
     def push(self, shard: int, clock: int, words: np.ndarray, topics: np.ndarray,
@@ -519,13 +529,12 @@ class TableShard:
 
         Not applied to the table, not logged, not in the log-likelihood: the clock's push
         stays the record (it holds these moves too). The offers of a clock stay until the
-        writer's next push (a reader still waiting for the last step of a clock whose
-        writer went on to push it, :meth:`biglda.ps.managed.EarlyUpdates.wait_step`, gets
-        them); readers that received the clock are never sent them. Readers fold offers
-        into their caches and take them out again when they receive the clock
+        writer's next push (a reader that has not asked since still gets them); readers
+        that received the clock are never sent them. Readers fold offers into their caches
+        and take them out again when they receive the clock
         (:class:`biglda.ps.managed.EarlyUpdates`). An offer of a clock already pushed (a
-        late call) is ignored. An empty offer counts (a step's, which a reader waits for).
-        Returns how many offers of that clock the writer has here (0: ignored).
+        late call) is ignored. Returns how many offers of that clock the writer has here
+        (0: ignored).
         """
         shard, clock = int(shard), int(clock)
         if clock <= self.applied[shard]:
@@ -543,7 +552,7 @@ class TableShard:
         self.bytes_in += 3 * rows.nbytes
         return len(kept[1])
 
-    def offers(self, shard: int, got: np.ndarray, received: np.ndarray, upto: int = -1
+    def offers(self, shard: int, got: np.ndarray, received: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Other writers' offers the reader ``shard`` lacks, on its rows.
 
@@ -551,12 +560,10 @@ class TableShard:
         how many of them (``got[w] = (clock, n)``); ``received``: what it has of the table
         (its pull state). An offer of writer ``w``'s clock ``c`` goes only to a reader that
         has received ``w``'s clock ``c - 1`` and not ``c``: it is a change of the state the
-        reader holds, so a count it previews never goes below zero there. ``upto`` >= 0:
-        only each writer's first ``upto`` offers of its clock (a step's, so that what a
-        reader folds does not depend on when it asks). Returns ``(got', writers, words
-        (global), topics, counts)``, entry by entry; the clock of an entry is ``got'[writer,
-        0]``. The work is proportional to the offers kept (of the writers' last clocks),
-        not to the number of readers.
+        reader holds, so a count it previews never goes below zero there. Returns ``(got',
+        writers, words (global), topics, counts)``, entry by entry; the clock of an entry is
+        ``got'[writer, 0]``. The work is proportional to the offers kept (of the writers'
+        last clocks), not to the number of readers.
         """
         shard = int(shard)
         mask = self._masks.get(shard)
@@ -571,12 +578,12 @@ class TableShard:
             if writer in skip or received[writer] != clock - 1:
                 continue
             start = int(got[writer, 1]) if got[writer, 0] == clock else 0
-            end = len(kept) if upto < 0 else min(len(kept), int(upto))
+            end = len(kept)
             for rows, topics, counts in kept[start:end]:
                 keep = mask[rows]
                 parts.append((np.full(int(keep.sum()), writer, np.int32), rows[keep],
                               topics[keep], counts[keep]))
-            got[writer] = clock, max(start, end)
+            got[writer] = clock, end
         if parts:
             writers, rows, topics, counts = (np.concatenate(x) for x in zip(*parts, strict=True))
         else:
@@ -585,6 +592,64 @@ class TableShard:
         self.offer_entries_out += len(words)
         self.bytes_out += 4 * words.nbytes
         return got, writers, words, topics, counts
+
+    # -- the steps of --process-partition -----------------------------------------------
+    async def post_step(self, writer: int, clock: int, window: int, step: int,
+                        words: np.ndarray, topics: np.ndarray, counts: np.ndarray) -> int:
+        """Keep writer ``writer``'s moves of ``step`` of ``clock`` on window ``window``.
+
+        For the processes that resample the window later in the clock
+        (:meth:`window_steps`); ``words`` are global ids of the window's rows (any table
+        shard's: this actor is the window's mailbox, not its rows' keeper). Like offers,
+        never applied: the clock's push holds the moves too. The first post of a clock drops
+        the clock before's (under BSP every process has pushed it, so none reads it again).
+        Returns how many steps of the window the clock has here; 0: a post of an older clock
+        (ignored). Runs on the worker's event loop, as :meth:`window_steps` does.
+        """
+        clock, window, step = int(clock), int(window), int(step)
+        if clock < self._steps_clock:
+            return 0
+        if clock > self._steps_clock:
+            self._steps.clear()
+            self._steps_clock = clock
+        posts = self._steps.setdefault(window, {})
+        posts[step] = (int(writer), np.asarray(words).astype(np.int32, copy=False),
+                       np.asarray(topics).astype(np.int32, copy=False),
+                       np.asarray(counts).astype(np.int32, copy=False))
+        self.step_entries_in += len(words)
+        self.bytes_in += 12 * len(words)
+        event = self._step_events.pop(window, None)
+        if event is not None:
+            event.set()
+        return len(posts)
+
+    async def window_steps(self, clock: int, window: int, n: int, wait: float
+                           ) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] | None:
+        """Return the posts of steps ``0 .. n - 1`` of ``clock`` on ``window``, in step order.
+
+        ``[(writer, words, topics, counts)]``, once all ``n`` are here; None if they did not
+        all come within ``wait`` seconds (the caller asks again, or gives up). Exactly those
+        steps, whenever asked: what a reader folds does not depend on timing (BSP stays
+        deterministic).
+        """
+        clock, window, n = int(clock), int(window), int(n)
+        deadline = time.monotonic() + wait
+        while True:
+            if clock < self._steps_clock:
+                raise RuntimeError(f"steps of clock {clock} asked of table shard "
+                                   f"{self.index} after clock {self._steps_clock}'s came")
+            posts = self._steps.get(window, {}) if clock == self._steps_clock else {}
+            if all(s in posts for s in range(n)):
+                out = [posts[s] for s in range(n)]
+                self.step_entries_out += sum(len(p[1]) for p in out)
+                self.bytes_out += 12 * sum(len(p[1]) for p in out)
+                return out
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            event = self._step_events.setdefault(window, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), left)
 
     # -- read-outs ----------------------------------------------------------------------
     def snapshot(self, clock: int) -> tuple[float, np.ndarray] | None:
@@ -634,4 +699,6 @@ class TableShard:
                 "pull_entries_out": self.pull_entries_out,
                 "offers_kept": sum(len(v[1]) for v in self._offers.values()),
                 "offer_entries_in": self.offer_entries_in,
-                "offer_entries_out": self.offer_entries_out}
+                "offer_entries_out": self.offer_entries_out,
+                "step_entries_in": self.step_entries_in,
+                "step_entries_out": self.step_entries_out}

@@ -521,16 +521,17 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
     """Sweep the process's clock in P steps, one range of words each (--process-partition).
 
     In step ``s`` the process resamples, on all its threads, the tokens of its documents
-    whose words are in range ``(rank + s) mod P`` (:func:`_process_windows`; step ``s``
+    whose words are in range ``w = (rank + s) mod P`` (:func:`_process_windows`; step ``s``
     draws from the stream ``(seed, clock, lead shard, s)``); every other process resamples
-    another range then, so no row of ``n_wk`` moves in two processes at once. After each
-    step but the last it offers the step's moves and folds in every other process's
-    (:meth:`biglda.ps.managed.EarlyUpdates.wait_step`): the next step starts from the rows
-    as the others left them, and only ``n_k`` lags (by the others' moves in the step).
-    BSP stays deterministic (each step folds exactly the others' steps before it). The
-    clock's push holds every step's moves; the next pull takes the offers out again.
-    Returns one ``(SweepResult of the clock, CPU s)`` and the offered bytes
-    ``(sent, received)``.
+    another range then, so no row of ``n_wk`` moves in two processes at once. Before the
+    step it folds the moves on ``w`` of the clock's steps before (the processes that had
+    ``w`` then: :meth:`biglda.ps.managed.EarlyUpdates.wait_window`), so it starts from the
+    rows as they left them; after it, unless it is the last, it posts its own for the
+    processes that have ``w`` next. Only ``n_k`` lags (it takes the moves of the ranges
+    the process folded). BSP stays deterministic (each step folds exactly the steps
+    before it on its range). The clock's push holds every step's moves; the next pull takes
+    the folded ones out again. Returns one ``(SweepResult of the clock, CPU s)`` and the
+    posted bytes ``(sent, received)``.
     """
     from biglda.samplers import RandomKey, SweepResult
     from biglda.samplers.base import mean_accept_rate
@@ -543,20 +544,20 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
     sent0, got0 = early.bytes_sent, early.bytes_received
     parts, cpu = [], 0.0
     for s in range(n):
+        w = (rank + s) % n
+        if s and early.wait_window(spec.ps.tables, clock, w, s, [(cache.n_wk, cache.n_k)],
+                                   cfg.call_timeout,
+                                   alive=lambda: _alive(spec, proc, clock)) is None:
+            raise _GivenUp(clock)
         c0 = time.thread_time()
         res = sampler.sweep(cache.tokens, part.doc_ptr, proc.z, cache.n_wk, cache.n_k, alpha,
                             cfg.beta, spec.n_words, RandomKey(cfg.seed, clock, part.key_shard, s),
-                            pool=pool, n_threads=proc.n_threads,
-                            window=proc.windows[(rank + s) % n])
+                            pool=pool, n_threads=proc.n_threads, window=proc.windows[w])
         cpu += res.cpu_seconds if res.cpu_seconds is not None else time.thread_time() - c0
         parts.append(res)
-        if s + 1 < n:
-            early.offer_step(spec.ps.tables, clock, res.delta_words, res.delta_topics,
-                             res.delta_counts, cfg.call_timeout)
-            if early.wait_step(spec.ps.tables, clock, s + 1, n - 1, [(cache.n_wk, cache.n_k)],
-                               cfg.call_timeout, alive=lambda: _alive(spec, proc, clock)
-                               ) is None:
-                raise _GivenUp(clock)
+        if s + 1 < n:  # (the last step's range has no one after it this clock)
+            early.post_step(spec.ps.tables, clock, w, s, res.delta_words, res.delta_topics,
+                            res.delta_counts, cfg.call_timeout)
     if slow:
         time.sleep(slow)
     # the steps' rows are disjoint ranges: their deltas in the ranges' order are the clock's

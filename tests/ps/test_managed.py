@@ -5,7 +5,7 @@ what the others sent early", and after the next pull exactly the table again: BS
 invariant), the selection (the budget's number of entries, largest relative magnitude
 first) and the server's delivery rules (an offer of clock c only to a reader holding the
 writer's c - 1; dropped by the writer's next push; a late one ignored), and the steps of
-``--process-partition`` (each writer's first n offers, empty ones counted, a wait for all).
+``--process-partition`` (a range's posts of the steps before, exactly, waited for).
 """
 
 from __future__ import annotations
@@ -161,40 +161,99 @@ def test_a_budget_must_be_positive():
         EarlyUpdates(caches[0], 0.0, n)
 
 
-def test_steps_fold_exactly_each_writers_first_offers_and_wait_for_every_writer():
-    """Three processes in steps: a step's fold is the same whenever the reader asks."""
+def test_steps_fold_exactly_the_windows_steps_before_and_wait_for_them():
+    """Three processes take turns on three ranges of words: in step s process p sweeps
+    range (p + s) mod 3. Before it, it folds exactly the range's posts of the steps before
+    (whenever it asks), only on its rows, and n_k their totals; the settle after the
+    clock's pull takes them out again."""
     rng = np.random.default_rng(5)
-    _actors, tables, caches, truth, n_shards, mine = _setup(rng, [[0, 1], [2], [3]])
+    n_words, P = 40, 3
+    actors, tables, caches, truth, n_shards, mine = _setup(rng, [[0, 1], [2], [3]],
+                                                           n_words=n_words, n_parts=2)
     ex = []
     for cache in caches:
         cache.attach(tables, -1, 5.0)
         ex.append(EarlyUpdates(cache, None, n_shards))
+    cuts = [0, 13, 27, n_words]  # global word ranges
     clock = 0
-    step_moves = []  # [step][process]: dense global moves
-    for step in range(3):
-        step_moves.append([])
+    posted = {}  # (window, step) -> dense global moves
+    own = [np.zeros((c.n_local, K), np.int64) for c in caches]  # own moves this clock
+    for s in range(P):
         for i, cache in enumerate(caches):
-            # the first process moves nothing in step 1 (its rows there are none): its empty
-            # offer still counts
-            words, topics, counts, dk = moves(rng, mine[i], 0 if (i, step) == (0, 1) else 5)
+            w = (i + s) % P
+            if s:  # fold the range's steps before (posted in the loop's earlier steps)
+                before_wk, before_k = cache.n_wk.astype(np.int64), cache.n_k.copy()
+                got = ex[i].wait_window(tables, clock, w, s, [(cache.n_wk, cache.n_k)], 5.0)
+                folded = sum(posted[w, t] for t in range(s))
+                assert got == ENTRY_BYTES * sum(int(np.count_nonzero(posted[w, t]))
+                                                for t in range(s))
+                np.testing.assert_array_equal(cache.n_wk - before_wk, folded[cache.vocab])
+                np.testing.assert_array_equal(cache.n_k - before_k, folded[cache.vocab].sum(0))
+                assert cache.n_wk.min() >= 0
+            # moves of its own tokens in the range only (none for process 0 in step 1: its
+            # empty post still counts)
+            lo, hi = np.searchsorted(cache.vocab, [cuts[w], cuts[w + 1]])
+            words, topics, counts, dk = moves(rng, mine[i][lo:hi], 0 if (i, s) == (0, 1) else 4)
+            words = (words + lo).astype(np.int32)
             add_coo(mine[i], words.astype(np.int64), topics, counts)
             add_coo(cache.n_wk, words.astype(np.int64), topics, counts)
             cache.n_k += dk
+            own[i] += _dense(cache, words, topics, counts)
             g = np.zeros_like(truth)
             np.add.at(g, (cache.vocab[words], topics), counts)
-            step_moves[-1].append(g)
-            ex[i].offer_step(tables, clock, words, topics, counts, 5.0)
-    # every process offered 3 steps before anyone reads: a reader asking for step 1 still
-    # folds exactly the others' first offers
+            if s + 1 < P:
+                posted[w, s] = g
+                ex[i].post_step(tables, clock, w, s, words, topics, counts, 5.0)
+    # asked again later, the mailbox gives exactly the same steps
+    again = tables.window_steps(clock, 2, 2, 0.0, 5.0)
+    assert [p[0] for p in again] == [3, 2]  # the lead shards of processes 2 and 1
+    g = np.zeros_like(truth)
+    for _, words, topics, counts in again:
+        np.add.at(g, (words, topics), counts)
+    np.testing.assert_array_equal(g, posted[2, 0] + posted[2, 1])
+    # a step not posted: None from the mailbox within its wait, TimeoutError from the reader
+    assert tables.window_steps(clock, 0, 3, 0.05, 5.0) is None
+    with pytest.raises(TimeoutError, match="before step 3 of clock 0 on words' range 0"):
+        ex[1].wait_window(tables, clock, 0, 3, [(caches[1].n_wk, caches[1].n_k)], 0.05,
+                          wait=0.02)
+    # the clock's push and pull: the settle takes every folded post out again
     for i, cache in enumerate(caches):
-        assert not ex[i].step_done(clock, 1, 2)
-        ex[i].wait_step(tables, clock, 1, 2, [(cache.n_wk, cache.n_k)], 5.0)
-        assert ex[i].step_done(clock, 1, 2) and not ex[i].step_done(clock, 2, 2)
-        own = sum(step_moves[s][i] for s in range(3))
-        others = sum(step_moves[0][j] for j in range(3) if j != i)
-        np.testing.assert_array_equal(cache.n_wk, (truth + own + others)[cache.vocab])
-        ex[i].wait_step(tables, clock, 3, 2, [(cache.n_wk, cache.n_k)], 5.0)
-        others = sum(step_moves[s][j] for s in range(3) for j in range(3) if j != i)
-        np.testing.assert_array_equal(cache.n_wk, (truth + own + others)[cache.vocab])
-    with pytest.raises(TimeoutError, match="step 4 of clock 0"):
-        ex[1].wait_step(tables, clock, 4, 2, [(caches[1].n_wk, caches[1].n_k)], 0.05)
+        words, topics = np.nonzero(own[i])
+        cache.push(tables, clock, words.astype(np.int32), topics.astype(np.int32),
+                   own[i][words, topics].astype(np.int32), 5.0)
+        np.add.at(truth, (cache.vocab[words], topics), own[i][words, topics])
+    for i, cache in enumerate(caches):
+        cache.refresh(tables, clock, 5.0)
+        ex[i].settle()
+        np.testing.assert_array_equal(cache.n_wk, truth[cache.vocab])
+        np.testing.assert_array_equal(cache.n_k, truth.sum(0))
+        assert ex[i].outstanding() == 0
+    # the next clock's first post drops the clock before's; a late post is ignored
+    m = tables.actors[tables.mailbox(1)]
+    assert m.post_step(0, clock + 1, 1, 0, _I32, _I32, _I32).result(5) == 1
+    assert m.post_step(2, clock, 1, 1, _I32, _I32, _I32).result(5) == 0
+    with pytest.raises(RuntimeError, match="after clock 1"):
+        m.window_steps(clock, 1, 1, 0.0).result(5)
+    assert actors[tables.mailbox(1)].info()["step_entries_in"] > 0
+
+
+def test_a_reader_waiting_for_a_step_wakes_when_it_is_posted():
+    """The mailbox answers a waiting reader as soon as the step comes (no polling)."""
+    import threading
+    import time
+
+    rng = np.random.default_rng(3)
+    _actors, tables, caches, _truth, _n, _ = _setup(rng, [[0], [1]])
+    for cache in caches:
+        cache.attach(tables, -1, 5.0)
+    words = caches[0].vocab[:2].astype(np.int32)
+    one = np.ones(2, np.int32)
+    timer = threading.Timer(0.2, tables.post_step, (0, 0, 1, 0, words, one, one, 5.0))
+    t0 = time.monotonic()
+    timer.start()
+    posts = tables.window_steps(0, 1, 1, 5.0, 5.0)
+    assert 0.15 < time.monotonic() - t0 < 2.0
+    assert [p[0] for p in posts] == [0] and posts[0][1].tolist() == words.tolist()
+
+
+_I32 = np.zeros(0, np.int32)
