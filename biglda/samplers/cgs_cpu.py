@@ -95,6 +95,7 @@ DENSE_ABOVE_THREADS = 0.1
 DENSE_CAP_FROM_THREADS = 3
 # At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian).
 _DENSITY_ENTRIES = 1 << 22
+_ALL_ROWS = (1 << 31) - 1  # (a window past every row: all of them)
 # About this many terms of the conditional are evaluated to estimate the moves: ~1 ms, within
 # 0.03 of the estimate from 4x as many (3-4 ms; Debian and synth4m, K = 100 and 1000).
 _MOVE_TERMS = 1 << 20
@@ -347,14 +348,16 @@ def _row_density_of(occ, n_wk, max_entries):
 
 
 @njit(nogil=True, cache=True)
-def _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, max_terms):
+def _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, max_terms, lo=0,
+                hi=_ALL_ROWS):
     """Return the expected share of tokens a sweep from this state moves (in [0, 1]).
 
     One minus the mean, over the tokens of every ``stride``-th document, of the probability
     of a token's own topic under its full conditional (its counts without it); ``stride``
-    keeps the terms evaluated (K a token) to ~``max_terms``. Deterministic. A sweep's
-    realized share follows it closely (Debian, K = 100, sweep 10: 0.508 moved, estimated
-    0.508 from 4 M terms, 0.498 from 1 M).
+    keeps the terms evaluated (K a token) to ~``max_terms``. Only tokens of rows ``[lo,
+    hi)`` count (a window: the same documents, so ~``max_terms`` times the window's share of
+    the tokens). Deterministic. A sweep's realized share follows it closely (Debian, K =
+    100, sweep 10: 0.508 moved, estimated 0.508 from 4 M terms, 0.498 from 1 M).
     """
     n_docs = doc_ptr.shape[0] - 1
     n_topics = n_k.shape[0]
@@ -369,12 +372,14 @@ def _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, max_terms):
     stay = 0.0
     seen = 0
     for d in range(0, n_docs, stride):
-        lo = doc_ptr[d]
-        hi = doc_ptr[d + 1]
-        for i in range(lo, hi):
+        d_lo = doc_ptr[d]
+        d_hi = doc_ptr[d + 1]
+        for i in range(d_lo, d_hi):
             n_dk[z[i]] += 1
-        for i in range(lo, hi):
+        for i in range(d_lo, d_hi):
             w = tokens[i]
+            if w < lo or w >= hi:
+                continue
             s = np.int64(z[i])
             total = 0.0
             for k in range(n_topics):
@@ -385,7 +390,7 @@ def _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, max_terms):
             total += own - (n_dk[s] + alpha[s]) * (n_wk[w, s] + beta) * coef[s]
             stay += own / total
             seen += 1
-        for i in range(lo, hi):
+        for i in range(d_lo, d_hi):
             n_dk[z[i]] = 0
     if seen == 0:
         return 0.0
@@ -850,21 +855,30 @@ class CGSSampler(Sampler):
             WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG, window)
 
     def _kernel(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, occ=None,
-                n_threads: int = 1) -> str:
+                n_threads: int = 1, window: tuple[int, int] | None = None) -> str:
         """Return the kernel of this sweep: "plain", "dense" or "sparse".
 
         ``occ``: each row's tokens, where the caller counted them already. The moves are
-        estimated only where the density alone does not decide.
+        estimated only where the density alone does not decide. A ``window`` (with
+        ``occ``) is judged on its rows and tokens alone, at its share of the reads: the P
+        windows of a clock read what one whole sweep's choice reads (at 16 windows the
+        whole reads were a quarter of a window's CPU; pipelines/README.md, "Nineteenth
+        session").
         """
         if self.variant != "sparse":
             return self.variant
+        lo, hi = (0, n_wk.shape[0]) if window is None or occ is None else window
+        share = 1.0
+        if (lo, hi) != (0, n_wk.shape[0]):
+            share = float(occ[lo:hi].sum()) / max(1.0, float(occ.sum()))
         density = (_row_density(tokens, n_wk, _DENSITY_ENTRIES) if occ is None
-                   else _row_density_of(occ, n_wk, _DENSITY_ENTRIES))
+                   else _row_density_of(occ[lo:hi], n_wk[lo:hi],
+                                        max(1, int(_DENSITY_ENTRIES * share))))
         moves = 1.0  # (logged as such where the density decides alone)
         choice = self.kernel_for(density, moves, n_threads)
         if choice != self.kernel_for(density, 0.0, n_threads):  # the moves decide
             moves = _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
-                                _MOVE_TERMS)
+                                _MOVE_TERMS, lo, hi)
             choice = self.kernel_for(density, moves, n_threads)
         logger.debug("cgs sweep: row density %.3f, moves %.3f, %s kernel", density, moves,
                      choice)
@@ -882,7 +896,7 @@ class CGSSampler(Sampler):
         """Sweep on the threads of ``part`` (a :class:`Partition`) with this sweep's kernel."""
         dcut, wcut = part.dcut, part.wcut
         if self._kernel(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, part.n_w,
-                        part.threads) == "dense":
+                        part.threads, part.layout.window) == "dense":
             n_topics = n_k.shape[0]
             if (doc_ptr.shape[0] - 1) * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens):
                 # each document range's tokens by word range (kept with the layout) and its
