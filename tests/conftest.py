@@ -1,9 +1,11 @@
-"""Shared fixtures: a tiny corpus, a synthetic corpus with known topics, a LocalCluster.
+"""Shared fixtures: a tiny corpus, a synthetic corpus with known topics, embedded clusters.
 
 Layer-specific fixtures live in ``tests/<layer>/conftest.py``.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -35,10 +37,34 @@ def synthetic(synthetic_spec):
     return generate(synthetic_spec)
 
 
-@pytest.fixture(scope="module")
-def local_cluster():
-    """A real 2-process LocalCluster (dashboard on a free port), shared by a test module."""
+@pytest.fixture(scope="session")
+def embedded_cluster():
+    """``embedded_cluster(processes, threads=1)``: a client of a real embedded cluster of
+    that layout (what ``biglda train`` starts: nanny processes, dashboard on a free port),
+    started at the first call and shared by the rest of the session.
+
+    Long-lived clusters serve run after run, as a user's does: each start, and each first
+    training in fresh worker processes (imports, cached kernels loaded), cost 3-5 s, which
+    once per module added up to about a minute of the suite. Tests that kill, pause or
+    restart workers start their own cluster (``cluster3``, ``connect`` in the test); the
+    dashboard tests, which read the runs a scheduler has seen, get one per module
+    (tests/dashboards/conftest.py).
+    """
     from biglda.trainer.cluster import connect
 
-    with connect(workers=2) as client:  # the embedded cluster `biglda train` starts
-        yield client
+    with contextlib.ExitStack() as stack:
+        clients = {}
+
+        def get(processes: int, threads: int = 1):
+            if (processes, threads) not in clients:
+                clients[processes, threads] = stack.enter_context(
+                    connect(workers=processes, threads_per_worker=threads))
+            return clients[processes, threads]
+
+        yield get
+
+
+@pytest.fixture(scope="session")
+def local_cluster(embedded_cluster):
+    """A real 2-process LocalCluster (one thread each), shared by the session."""
+    return embedded_cluster(2)

@@ -224,7 +224,7 @@ def test_unwritable_out_is_refused_before_a_cluster_starts(corpus_url, tmp_path,
 
 
 def test_full_disk_during_train_is_one_line_and_leaves_nothing(corpus_url, tmp_path, capsys,
-                                                               monkeypatch):
+                                                               monkeypatch, local_cluster):
     import errno
 
     from biglda.model import store
@@ -234,8 +234,9 @@ def test_full_disk_during_train_is_one_line_and_leaves_nothing(corpus_url, tmp_p
 
     monkeypatch.setattr(store, "save_model", full)
     out = str(tmp_path / "m.zarr")
+    # (on the shared cluster: test_train_embedded_cluster starts the CLI's own)
     rc = main(["-q", "train", corpus_url, "--out", out, "-k", "4", "--iterations", "1",
-               "--workers", "1", "--checkpoint-every", "0"])
+               "--scheduler", local_cluster.scheduler.address, "--checkpoint-every", "0"])
     err = capsys.readouterr().err
     assert rc == 2 and err == f"biglda: error: cannot write {out}: No space left on device\n"
     assert not os.path.exists(out)
@@ -249,12 +250,14 @@ def test_scheduler_with_an_unknown_scheme_is_one_line(corpus_url, tmp_path, caps
 
 
 def test_progress_lines_without_a_tty_stop_reason_and_metrics_appended_on_resume(
-        corpus_url, tmp_path, capsys):
+        corpus_url, tmp_path, capsys, local_cluster):
     """stderr not a TTY (capsys): progress lines, not a bar; the stop reason is printed; a
-    resumed run appends to --metrics; a finished model continues with --resume --overwrite."""
+    resumed run appends to --metrics; a finished model continues with --resume --overwrite.
+    (On the shared cluster: test_train_embedded_cluster starts the CLI's own.)"""
     out = str(tmp_path / "m.zarr")
     metrics = tmp_path / "metrics.jsonl"
-    base = ["train", corpus_url, "--out", out, "-k", "4", "--workers", "1",
+    base = ["train", corpus_url, "--out", out, "-k", "4",
+            "--scheduler", local_cluster.scheduler.address,
             "--checkpoint-every", "1", "--metrics", str(metrics)]
     assert main([*base, "--iterations", "2"]) == 0
     cap = capsys.readouterr()
@@ -270,9 +273,10 @@ def test_progress_lines_without_a_tty_stop_reason_and_metrics_appended_on_resume
     _check_model(out, corpus_url, 4, 4)
 
 
-def test_stop_reason_tol(corpus_url, tmp_path, capsys):
+def test_stop_reason_tol(corpus_url, tmp_path, capsys, local_cluster):
     out = str(tmp_path / "m.zarr")
-    assert main(["train", corpus_url, "--out", out, "-k", "4", "--workers", "1",
+    assert main(["train", corpus_url, "--out", out, "-k", "4",
+                 "--scheduler", local_cluster.scheduler.address,
                  "--iterations", "50", "--tol", "1", "--checkpoint-every", "0"]) == 0
     printed = capsys.readouterr().out
     # the stop reaches the shards a few clocks later (they may run ahead of the driver)

@@ -59,3 +59,14 @@ def browser():
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    """A 2-process LocalCluster of this module's own (not the session's shared one): the page
+    lists every run its scheduler has seen, and these tests register the page and log runs
+    there."""
+    from biglda.trainer.cluster import connect
+
+    with connect(workers=2) as client:  # the embedded cluster `biglda train` starts
+        yield client

@@ -31,10 +31,11 @@ def tmp_root(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_texts_are_ingested_behind_the_scenes_and_the_kept_model_is_named(tmp_root, caplog):
+def test_texts_are_ingested_behind_the_scenes_and_the_kept_model_is_named(tmp_root, caplog,
+                                                                          local_cluster):
     with caplog.at_level(logging.WARNING, logger="biglda.train"):
-        model = training.train(TEXTS, n_topics=2, iterations=2, workers=1, progress=True,
-                               ingest={"min_df": 1, "stopwords": "none"})
+        model = training.train(TEXTS, n_topics=2, iterations=2, scheduler=local_cluster,
+                               progress=True, ingest={"min_df": 1, "stopwords": "none"})
     assert set(model.vocab) == {w for t in TEXTS for w in t.split()}
     assert len(model.doc_ids) == len(TEXTS)
     kept = _biglda_folders(tmp_root)

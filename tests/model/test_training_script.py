@@ -41,14 +41,15 @@ def _run_script(tmp_path: Path, code: str, timeout: float = 240) -> subprocess.C
                           text=True, timeout=timeout)
 
 
-def test_readme_snippet_runs_as_a_plain_script(tmp_path):
+def test_readme_snippet_runs_as_a_plain_script(tmp_path, local_cluster):
     _write_corpus(str(tmp_path / "corpus.zarr"), seed=1)
     _write_corpus(str(tmp_path / "heldout.zarr"), seed=2)
-    # the snippet's last line loads a model.zarr: one written beforehand by the API
+    # the snippet's last line loads a model.zarr: one written beforehand by the API (on the
+    # shared cluster; the snippet's own run starts the embedded one)
     from biglda.model.training import train
 
     train(str(tmp_path / "corpus.zarr"), str(tmp_path / "model.zarr"), n_topics=2,
-          iterations=2, workers=1)
+          iterations=2, scheduler=local_cluster)
     done = _run_script(tmp_path, _readme_snippet())
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr

@@ -117,22 +117,21 @@ def _push_large_in_process(tables, n_entries: int) -> dict:
     return local.actors[0].info().result(timeout=60)
 
 
-def test_a_push_from_the_workers_own_process_is_applied_on_its_threads():
+def test_a_push_from_the_workers_own_process_is_applied_on_its_threads(embedded_cluster):
     # The trainer pushes through SameProcess: the call runs on the actor's thread outside
     # Dask's task state, where get_worker() fails. The shard learns the worker's threads
     # when it is created, so a large in-process push is still applied in chunks on them
     # (until the fix every such push was applied on one thread).
     from biglda.ps.startup import start_parameter_server
-    from biglda.trainer.cluster import connect
 
     n = table_mod.PARALLEL_APPLY_ENTRIES + 1000  # (a table of 2,000 rows x 1,000 topics)
-    with connect(workers=1, threads_per_worker=2) as client:
-        ps = start_parameter_server(client, 2000, 1000, 1, 0.1, staleness=0,
-                                    workers=sorted(client.scheduler_info()["workers"]))
-        try:
-            info = client.submit(_push_large_in_process, ps.tables, n,
-                                 pure=False).result(timeout=120)
-        finally:
-            ps.close()
+    client = embedded_cluster(1, 2)  # one process of 2 threads, shared by the session
+    ps = start_parameter_server(client, 2000, 1000, 1, 0.1, staleness=0,
+                                workers=sorted(client.scheduler_info()["workers"]))
+    try:
+        info = client.submit(_push_large_in_process, ps.tables, n,
+                             pure=False).result(timeout=120)
+    finally:
+        ps.close()
     assert info["apply_threads"] == 2
     assert info["parallel_applies"] == 1 and info["pushes"] == 1

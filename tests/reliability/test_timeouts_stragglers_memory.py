@@ -22,7 +22,6 @@ import pytest
 
 from biglda.errors import ClusterError, ConfigError
 from biglda.ps import start_parameter_server
-from biglda.trainer.cluster import connect
 from biglda.trainer.config import TrainConfig, validate
 from biglda.trainer.placement import plan_cluster
 from biglda.trainer.run import run_training
@@ -68,26 +67,28 @@ def test_a_slow_worker_is_reported_as_a_straggler(cluster3, synth_url, caplog):
     assert any("straggler" in m and slow in m for m in caplog.messages)
 
 
-def test_embedded_cluster_never_kills_or_pauses_workers_on_memory_and_refuses_a_big_table():
-    with connect(workers=2) as client:
-        # the nannies live in processes of their own: asked there
-        terminate = client.run(
-            lambda dask_worker: dask_worker.memory_manager.memory_terminate_fraction,
-            nanny=True)
-        assert len(terminate) == 2 and set(terminate.values()) == {False}
-        pause = client.run(lambda dask_worker: dask_worker.memory_manager.memory_pause_fraction)
-        assert set(pause.values()) == {False}
-        # Dask's profiler samples the threads' stacks every second, not 10 ms (cluster.py says why)
-        profile_ms = client.run(
-            lambda dask_worker: dask_worker.periodic_callbacks["profile"].callback_time)
-        assert set(profile_ms.values()) == {1000}
-        limits = client.scheduler_info(n_workers=-1)["workers"]
-        assert all(w["memory_limit"] > 0 for w in limits.values())
-        # a corpus whose table cannot fit in half of the workers' real memory limits
-        big = SimpleNamespace(n_words=10**7, plan_shards=lambda n: [
-            SimpleNamespace(n_tokens=10**9, index=i) for i in range(n)])
-        with pytest.raises(ConfigError, match=r"does not fit.*K <= \d+ fits") as err:
-            plan_cluster(client, big, TrainConfig(n_topics=1000, iterations=1))
-        k_fits = int(re.search(r"K <= (\d+) fits", str(err.value)).group(1))
-        assert 2 <= k_fits < 1000
-        plan_cluster(client, big, TrainConfig(n_topics=k_fits, iterations=1))  # it does fit
+def test_embedded_cluster_never_kills_or_pauses_workers_on_memory_and_refuses_a_big_table(
+        local_cluster):
+    # the session's embedded cluster (connect(workers=2), as `biglda train` starts it)
+    client = local_cluster
+    # the nannies live in processes of their own: asked there
+    terminate = client.run(
+        lambda dask_worker: dask_worker.memory_manager.memory_terminate_fraction,
+        nanny=True)
+    assert len(terminate) == 2 and set(terminate.values()) == {False}
+    pause = client.run(lambda dask_worker: dask_worker.memory_manager.memory_pause_fraction)
+    assert set(pause.values()) == {False}
+    # Dask's profiler samples the threads' stacks every second, not 10 ms (cluster.py says why)
+    profile_ms = client.run(
+        lambda dask_worker: dask_worker.periodic_callbacks["profile"].callback_time)
+    assert set(profile_ms.values()) == {1000}
+    limits = client.scheduler_info(n_workers=-1)["workers"]
+    assert all(w["memory_limit"] > 0 for w in limits.values())
+    # a corpus whose table cannot fit in half of the workers' real memory limits
+    big = SimpleNamespace(n_words=10**7, plan_shards=lambda n: [
+        SimpleNamespace(n_tokens=10**9, index=i) for i in range(n)])
+    with pytest.raises(ConfigError, match=r"does not fit.*K <= \d+ fits") as err:
+        plan_cluster(client, big, TrainConfig(n_topics=1000, iterations=1))
+    k_fits = int(re.search(r"K <= (\d+) fits", str(err.value)).group(1))
+    assert 2 <= k_fits < 1000
+    plan_cluster(client, big, TrainConfig(n_topics=k_fits, iterations=1))  # it does fit

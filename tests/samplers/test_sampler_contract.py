@@ -141,7 +141,8 @@ def test_same_seed_same_z_and_different_seeds_differ(sampler_case, synthetic):
     # On a GPU only the single-block mode is reproducible (many blocks race on the counts)
     case = sampler_case
     tokens, doc_ptr, phi, _ = synthetic
-    n_docs = 8 if case.small else 100
+    # the simulator: 2 documents (~250 tokens) rather than 8 (~1,000), ~2 ms a token-sweep
+    n_docs = 2 if case.small else 100
     tokens, doc_ptr = tokens[: doc_ptr[n_docs]], doc_ptr[: n_docs + 1]
     n_words = phi.shape[1]
     params = {**case.params, **case.exact_params}

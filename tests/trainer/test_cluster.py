@@ -89,12 +89,16 @@ def test_embedded_cluster_ticks_slower_unless_the_user_set_it():
 
 
 
-def _worker(client) -> tuple[str, int, int] | None:
-    """(address, pid, its nanny's pid) of the cluster's one worker, or None while it has none."""
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+def _worker(client, gone: str | None = None) -> tuple[str, int, int] | None:
+    """(address, pid, its nanny's pid) of the cluster's one worker, or None while it has none.
+
+    ``gone``: the address of a worker killed just now, which the scheduler may still list
+    for a moment; it is never asked (a call to it waits out Dask's 30 s connect timeout).
+    """
+    workers = [a for a in client.scheduler_info(n_workers=-1)["workers"] if a != gone]
     if not workers:
         return None
-    addr = next(iter(workers))
+    addr = workers[0]
     try:
         pid = client.run(os.getpid, workers=[addr])[addr]
         nanny = next(iter(client.run(os.getpid, nanny=True).values()))
@@ -105,8 +109,8 @@ def _worker(client) -> tuple[str, int, int] | None:
 
 def _next_worker(client, before: tuple, deadline: float) -> tuple:
     while True:
-        now = _worker(client)
-        if now is not None and now[0] != before[0]:
+        now = _worker(client, gone=before[0])
+        if now is not None:
             return now
         assert time.monotonic() < deadline, "no worker came back"
         time.sleep(0.05)

@@ -16,6 +16,7 @@ Real worker processes, no mocks:
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -38,6 +39,10 @@ def sim_cluster():
         sim = [w for w, v in env.items() if v == "1"]
         cpu = [w for w, v in env.items() if v != "1"]
         assert len(sim) == 1 and len(cpu) == 1, env
+        # The simulator's threads meet at barriers its launcher polls: at Python's default
+        # 5 ms GIL switch interval each barrier costs milliseconds (the simulator run of
+        # tests/samplers sets the same). Its speed only: the kernels' semantics are the same.
+        client.run(sys.setswitchinterval, 1e-4, workers=sim)
         yield client, cpu[0], sim[0]
     finally:
         client.close()

@@ -1,6 +1,7 @@
 """The embedded cluster's layout: named, measured on this machine and kept, or the default.
 
-The measurement is real (a short training per layout, each on its own embedded cluster);
+The measurement is real (a short training per layout, each on an embedded cluster of that
+layout: here the session's, already started, as the start is not part of what is measured);
 the oracle is that the kept pick is the one that reached a common log-likelihood first in
 what it measured, and that a later ``train`` starts exactly that many processes of that
 many threads.
@@ -8,6 +9,7 @@ many threads.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -101,15 +103,29 @@ def test_an_older_single_measurement_is_cgs(cache):
         assert got[:2] == (1, os.cpu_count() or 1) and "warplda not measured" in got.reason
 
 
-def test_measure_keeps_the_fastest_per_sampler_and_train_starts_it(cache, tmp_path, capsys):
+def test_measure_keeps_the_fastest_per_sampler_and_train_starts_it(cache, tmp_path, capsys,
+                                                                   embedded_cluster,
+                                                                   monkeypatch):
     from biglda.cli import main
     from biglda.corpus import write_corpus
     from biglda.corpus.synth import SynthSpec, generate
     from biglda.model.training import train
+    from biglda.trainer import cluster
 
     layouts = [(2, 1), (1, 2)]
-    res = lay.measure_layouts(layouts, iterations=4, n_docs=1500,
-                              samplers={"cgs": 20, "warplda": 40})
+    started = []
+
+    @contextlib.contextmanager
+    def session_cluster(scheduler, workers, threads):
+        started.append((scheduler, workers, threads))
+        yield embedded_cluster(workers, threads)  # (4 fresh clusters cost ~10 s)
+
+    with monkeypatch.context() as m:
+        m.setattr(cluster, "connect", session_cluster)
+        res = lay.measure_layouts(layouts, iterations=4, n_docs=1500,
+                                  samplers={"cgs": 20, "warplda": 40})
+    # each sampler in turn on each layout, on an embedded cluster of that layout
+    assert started == [(None, 2, 1), (None, 1, 2)] * 2
     kept = json.loads(cache.read_text())
     assert kept == json.loads(json.dumps(res))  # kept, for this machine
     for sampler, got in res["samplers"].items():

@@ -116,22 +116,21 @@ def test_rounds_follow_the_documented_rule():
         TrainConfig.from_settings(n_topics=8, comm_budget=1.0, rounds=1)
 
 
-def test_rounds_are_the_reference_scheme(synth_corpus):
+def test_rounds_are_the_reference_scheme(synth_corpus, embedded_cluster):
     """1 process x 2 threads, BSP, 3 rounds, cgs's plain kernel (the one sampler that still
     gives each thread its own part): the trained ``z`` equals a NumPy-level replay of the
     scheme (each round every thread sweeps its round's documents on a copy of the round's
     table with the stream (seed, clock, shard, round); then the table gets every thread's
     moves)."""
     from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
-    from biglda.trainer.cluster import connect
 
     url, _ = synth_corpus
     rounds, iterations, k, seed = 3, 2, 8, 4
-    with connect(workers=1, threads_per_worker=2) as client:
-        cfg = TrainConfig(n_topics=k, n_shards=2, sampler="cgs", seed=seed, rounds=rounds,
-                          iterations=iterations, checkpoint_every=0, top_words_every=0,
-                          sampler_params={"variant": "plain"})
-        r = run_training(client, validate(url, None, cfg, overwrite=False), cfg)
+    client = embedded_cluster(1, 2)
+    cfg = TrainConfig(n_topics=k, n_shards=2, sampler="cgs", seed=seed, rounds=rounds,
+                      iterations=iterations, checkpoint_every=0, top_words_every=0,
+                      sampler_params={"variant": "plain"})
+    r = run_training(client, validate(url, None, cfg, overwrite=False), cfg)
     corpus = Corpus.open(url)
     shards = sorted(r.shards, key=lambda s: s.index)
     data = [corpus.read_shard(s) for s in shards]
@@ -163,19 +162,15 @@ def test_rounds_are_the_reference_scheme(synth_corpus):
     np.testing.assert_array_equal(r.n_wk, n_wk)
 
 
-def test_warplda_sweeps_a_process_on_all_its_threads(synth_corpus, recount):
+def test_warplda_sweeps_a_process_on_all_its_threads(synth_corpus, recount, embedded_cluster):
     """warplda takes the process's threads into one sweep of all its shards (blocks of words
     and of documents, a stream per block): 1 process x 2 threads is the same chain as 1 x 1,
     bit for bit, with no table copies; the table is the recount of ``z``."""
-    from biglda.trainer.cluster import connect
-
     url, _ = synth_corpus
     cfg = TrainConfig(n_topics=8, n_shards=4, sampler="warplda", seed=3, iterations=4,
                       checkpoint_every=0, top_words_every=0)
-    runs = []
-    for threads in (1, 2):
-        with connect(workers=1, threads_per_worker=threads) as client:
-            runs.append(run_training(client, validate(url, None, cfg, overwrite=False), cfg))
+    runs = [run_training(embedded_cluster(1, threads), validate(url, None, cfg, overwrite=False),
+                         cfg) for threads in (1, 2)]
     one, two = runs
     n_wk, n_k, _ = recount(url, two)
     np.testing.assert_array_equal(two.n_wk, n_wk)

@@ -36,11 +36,8 @@ def _match(n_wk: np.ndarray, phi: np.ndarray, beta: float) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def one_worker_client():
-    from biglda.trainer.cluster import connect
-
-    with connect(workers=1) as client:  # the embedded cluster `biglda train` starts
-        yield client
+def one_worker_client(embedded_cluster):
+    return embedded_cluster(1)  # the embedded cluster `biglda train` starts, 1 x 1
 
 
 def _fit(client, url, n_shards, seed):
