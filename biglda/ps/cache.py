@@ -108,12 +108,20 @@ class ShardCache:
         """Return the number of words this cache holds rows of (its local vocabulary)."""
         return len(self.vocab)
 
+    def global_ids(self, words: np.ndarray) -> np.ndarray:
+        """Return the global word ids (int32) of local ones.
+
+        The identity's ids go as they are (an id out of range is one out of the table's too,
+        which checks); else a gather that checks the range.
+        """
+        if self.identity and words.dtype == np.int32:
+            return words
+        return take_ids(self.vocab, words)
+
     def _by_table_shard(self, words: np.ndarray, *arrays: np.ndarray) -> list[tuple]:
         """Split a COO delta (local word ids) into one part per table shard (global ids)."""
         n_parts = len(self.bounds) - 1
-        # (the identity's ids go as they are; the table checks that they are in its range)
-        ids = ((lambda w: w) if self.identity and words.dtype == np.int32 else
-               (lambda w: take_ids(self.vocab, w)))
+        ids = self.global_ids
         if n_parts == 1:
             return [(ids(words), *arrays)]
         if len(words) < 2 or bool(np.all(words[1:] >= words[:-1])):

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from biglda.ps._kernels import add_coo, add_sorted, take_ids
+from biglda.ps._kernels import add_coo, add_sorted
 from biglda.ps.cache import ShardCache
 from biglda.ps.client import TableClient
 from biglda.ps.protocol import NO_CLOCK
@@ -147,9 +147,8 @@ class EarlyUpdates:
         (:meth:`wait_window`). Returns the bytes sent.
         """
         words = np.asarray(words)
-        ids = (words.astype(np.int32, copy=False) if self.cache.identity
-               else take_ids(self.cache.vocab, words))
-        tables.post_step(self.cache.shard, clock, window, step, ids,
+        tables.post_step(self.cache.shard, clock, window, step,
+                         self.cache.global_ids(words.astype(np.int32, copy=False)),
                          np.asarray(topics, np.int32), np.asarray(counts, np.int32), timeout)
         sent = len(words) * ENTRY_BYTES
         self.bytes_sent += sent
@@ -187,16 +186,21 @@ class EarlyUpdates:
             local, keep = cache.rows_of(words)
             if keep is not None:
                 local, topics, counts = local[keep], topics[keep], counts[keep]
-            dk = np.bincount(topics, weights=counts, minlength=cache.n_topics).astype(np.int64)
-            for n_wk, n_k in into:
-                add_coo(n_wk, local, topics, counts)
-                n_k += dk
+            self._add(into, local, topics, counts)
             # taken out again when the clock's pull brings it (settle)
             self.batches[a].append((int(writer), int(clock), local, topics, counts))
             got += ENTRY_BYTES * len(words)
             self.entries_received += len(words)
         self.bytes_received += got
         return got
+
+    def _add(self, into: Sequence[tuple[np.ndarray, np.ndarray]], local: np.ndarray,
+             topics: np.ndarray, counts: np.ndarray) -> None:
+        """Add received entries (local ids) to each ``(n_wk, n_k)`` of ``into``."""
+        dk = np.bincount(topics, weights=counts, minlength=self.cache.n_topics).astype(np.int64)
+        for n_wk, n_k in into:
+            add_coo(n_wk, local, topics, counts)
+            n_k += dk
 
     def receive(self, tables: TableClient, into: Sequence[tuple[np.ndarray, np.ndarray]],
                 timeout: float) -> int:
@@ -216,10 +220,7 @@ class EarlyUpdates:
             if not len(words):
                 continue
             local = cache.local_ids(words)
-            dk = np.bincount(topics, weights=counts, minlength=cache.n_topics).astype(np.int64)
-            for n_wk, n_k in into:
-                add_coo(n_wk, local, topics, counts)
-                n_k += dk
+            self._add(into, local, topics, counts)
             for w in np.unique(writers):
                 sel = writers == w
                 self.batches[a].append((int(w), int(self.got[a][w, 0]), local[sel],
