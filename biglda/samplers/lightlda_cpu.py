@@ -335,7 +335,9 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
     for k in range(n_topics):  # current counts
         coef[k] = 1.0 / (n_k[k] + v_beta)
     # blocks of this half's documents whose dense doc-topic counts stay in cache
-    block_docs = max(1, BLOCK_ENTRIES // n_topics)
+    first = d_lo + ((d_lo + half) & 1)  # the first document of this half in the range
+    # (no more rows than the half has documents: a small shard zeroes no 4 MiB block)
+    block_docs = max(1, min(BLOCK_ENTRIES // n_topics, (d_hi - first + 1) // 2))
     kept = doc_counts.shape[0] > 0
     n_dk = doc_counts if kept else np.zeros((block_docs, n_topics), dtype=np.int32)
     row0 = 0  # the block's first row in n_dk
@@ -353,7 +355,6 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
     n_propose = 0
     moved = np.empty(0, dtype=np.int64)  # (room made a block at a time)
     n_moved = 0
-    first = d_lo + ((d_lo + half) & 1)  # the first document of this half in the range
     d0 = first
     while d0 < d_hi:
         d1 = min(d_hi, d0 + 2 * block_docs)  # documents d0, d0 + 2, ... < d1
