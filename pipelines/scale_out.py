@@ -134,21 +134,28 @@ def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> l
                      f"| {r['pushed_per_token']:.2f} | {r['kernel_cpu_us_per_token']:.3f} | "
                      f"{r['other_cpu_us_per_token']:.3f} | {lls} |")
 
-    def ratio(a: str, b: str, key: str) -> str:
-        """Ratio of the medians over the rounds, and its range over the rounds.
+    def ratios(a: str, b: str, key: str) -> tuple[float, list[float]] | None:
+        """Ratio of the medians over the rounds, and the rounds' own ratios (None: not run).
 
         A layout name also matches its ``:rN`` variants (the first one measured).
         """
         if not runs:
-            return "n/a"
+            return None
         a, b = (next((n for n in runs if n == x or n.startswith(x + ":")), x) for x in (a, b))
         if a not in runs or b not in runs:
-            return "n/a"
+            return None
         pairs = [(x[key], y[key]) for x, y in zip(runs[a], runs[b], strict=True) if y[key]]
         if not pairs:
-            return "n/a"
+            return None
         med = (statistics.median(x for x, _ in pairs) / statistics.median(y for _, y in pairs))
-        per = [x / y for x, y in pairs]
+        return med, [x / y for x, y in pairs]
+
+    def ratio(a: str, b: str, key: str) -> str:
+        """:func:`ratios` as text: ``1.83x (rounds 1.82 – 1.84)``."""
+        got = ratios(a, b, key)
+        if got is None:
+            return "n/a"
+        med, per = got
         spread = f" (rounds {min(per):.2f} – {max(per):.2f})" if len(per) > 1 else ""
         return f"{med:.2f}x{spread}"
 
@@ -172,7 +179,10 @@ def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> l
             ceiling = cpu_ceiling(res[base], r, used)
             if name == base or used < 2 or ceiling <= 0 or not res[base]["tokens_per_s"]:
                 continue
-            got = r["tokens_per_s"] / res[base]["tokens_per_s"]
+            # (the ratio of the medians over the rounds, as the lines above: a layout's
+            # median run against 1x1's median run may come from different rounds)
+            both = ratios(name, base, "tokens_per_s")
+            got = both[0] if both else r["tokens_per_s"] / res[base]["tokens_per_s"]
             lines.append(f"- {name}: CPU-bound ceiling {ceiling:.2f}x 1x1 ({used} cores at its "
                          f"kernel + other CPU a token against 1x1's kernel CPU); measured "
                          f"{got:.2f}x, {100 * got / ceiling:.0f}% of it")

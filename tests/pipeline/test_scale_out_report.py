@@ -46,3 +46,18 @@ def test_layout_names_with_and_without_turns(scale_out):
     same = [[(1.0, -9.0), (2.0, -8.0)]]
     assert pick({"2x1:p": same, "1x2": same, "2p/4s": same})[0] == "1x2"
 
+
+
+def test_the_ceiling_line_compares_the_same_rounds_as_the_ratio(scale_out):
+    """The "CPU-bound ceiling ... measured" line takes the ratio of the medians over the
+    rounds, as the ratio lines do, not one layout's median run against 1x1's (which may
+    come from different rounds: Debian's 1x2 read 1.96x there and 1.68x on the line above)."""
+    runs = {"1x1": [_layout(8.0e6, [1.0], [-8.0]), _layout(9.6e6, [1.0], [-8.0])],
+            "1x2": [_layout(14.0e6, [1.0], [-8.0]), _layout(16.0e6, [1.0], [-8.0])]}
+    res = {"1x1": runs["1x1"][0], "1x2": runs["1x2"][1]}  # each layout's upper run
+    lines = scale_out.report(res, runs)
+    # medians over the rounds 15.0 / 8.8 M = 1.70x; the ceiling 2 x 0.1 / 0.11 = 1.82x
+    assert "- 1 process x 2 threads vs 1x1, tokens/s: 1.70x (rounds 1.67 – 1.75) " \
+           "(target >= 1.8x)" in lines
+    assert ("- 1x2: CPU-bound ceiling 1.82x 1x1 (2 cores at its kernel + other CPU a token "
+            "against 1x1's kernel CPU); measured 1.70x, 94% of it") in lines
