@@ -832,17 +832,19 @@ class CGSSampler(Sampler):
 
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
               pool: Executor | None = None, n_threads: int = 1,
-              window: tuple[int, int] | None = None) -> SweepResult:
+              window: tuple[int, int] | None = None, follows: bool = False) -> SweepResult:
         """Resample every token of one shard once (see :meth:`Sampler.sweep`).
 
         ``n_threads`` > 1 threads share the sweep ("sparse" and "dense"): this one and
         ``n_threads - 1`` of ``pool``, by tomotopy's PARTITION
         (:mod:`biglda.samplers.partition`: exact but for ``n_k``). ``window`` ``(lo, hi)``:
         only the tokens of rows ``[lo, hi)``, partitioned also on one thread (then ``pool``
-        is still needed).
+        is still needed). ``follows``: a later step of the clock whose step before was this
+        sampler's last sweep (:func:`~biglda.samplers.partition.partitioned_sweep`).
         """
         n_threads = max(1, int(n_threads))
         if n_threads == 1 and window is None:
+            self._layouts.drop_carried()  # (this sweep writes z and keeps no document state)
             return super().sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
         if not self.threads_per_sweep:
             raise ValueError(f"the {self.variant!r} cgs kernel sweeps on one thread, "
@@ -852,7 +854,7 @@ class CGSSampler(Sampler):
                                                          a, float(beta), float(n_words),
                                                          state),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG, window)
+            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG, window, follows)
 
     def _kernel(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, occ=None,
                 n_threads: int = 1, window: tuple[int, int] | None = None) -> str:
@@ -904,22 +906,27 @@ class CGSSampler(Sampler):
                 # of step 0 counts them)
                 lists = self._doc_range_lists(part, tokens, doc_ptr, z, n_topics)
                 shape = [(dcut[i + 1] - dcut[i], n_topics) for i in range(part.n_ranges)]
-                counts = part.layout.take("cgs-doc-counts")
+                # the counts as the clock's step before left them (a later step: then not
+                # counted again), else buffers to count into
+                counts = part.carried.get("cgs-doc-counts")
+                build = not part.current
+                if counts is None or [c.shape for c in counts] != shape:
+                    counts, build = part.layout.take("cgs-doc-counts"), True
                 if counts is None or [c.shape for c in counts] != shape:
                     counts = [np.empty(sh, dtype=np.int32) for sh in shape]
             else:
                 lists = [(np.zeros(part.n_ranges + 1, np.int64), _NO_TOKENS)] * part.n_ranges
-                counts = [_NO_DOC_COUNTS] * part.n_ranges
+                counts, build = [_NO_DOC_COUNTS] * part.n_ranges, True
 
             def args(i, r, own_k, sub):
                 ptr, idx = lists[i]
                 return (tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, dcut[i],
                         dcut[i + 1], wcut[r], wcut[r + 1], counts[i], idx[ptr[r]:ptr[r + 1]],
-                        part.record, r == i)  # (range i's step 0: r = i)
+                        part.record, build and r == i)  # (range i's step 0: r = i)
 
             part.run_steps(_dense_part, args, n_k, state, _TAG_DENSE)
             if counts[0] is not _NO_DOC_COUNTS:
-                part.layout.give("cgs-doc-counts", counts)
+                part.keep["cgs-doc-counts"] = counts  # (kept up to date by every part)
             return None
         # the word lists of each word range, on the threads; a step's part of range r moves
         # them (one part of a step per range)
@@ -932,18 +939,26 @@ class CGSSampler(Sampler):
         # part of step 0) and each document range's tokens by word range (kept with the
         # layout)
         docs = self._doc_range_lists(part, tokens, doc_ptr, z, n_k.shape[0])
-        d_top, d_cnt, d_len = part.layout.take("cgs-doc-lists") or (
-            np.empty(len(tokens), np.int32), np.empty(len(tokens), np.int32),
-            np.empty(doc_ptr.shape[0] - 1, np.int32))
+        # the lists as the clock's step before left them (a later step: then not made again;
+        # the chain differs from one that makes them, in the order of a list's topics), else
+        # buffers to make them in
+        shapes = [(len(tokens),), (len(tokens),), (doc_ptr.shape[0] - 1,)]
+        got = part.carried.get("cgs-doc-lists")
+        build = not part.current
+        if got is None or [a.shape for a in got] != shapes:
+            got, build = part.layout.take("cgs-doc-lists"), True
+        if got is None or [a.shape for a in got] != shapes:
+            got = tuple(np.empty(sh, np.int32) for sh in shapes)
+        d_top, d_cnt, d_len = got
 
         def args(i, r, own_k, sub):
             ptr, idx = docs[i]
             return (tokens, doc_ptr, z, n_wk, own_k, alpha, beta, n_words, sub, *lists[r], bits,
                     dcut[i], dcut[i + 1], wcut[r], wcut[r + 1], part.record, d_top, d_cnt,
-                    d_len, idx[ptr[r]:ptr[r + 1]], r == i)  # (range i's step 0: r = i)
+                    d_len, idx[ptr[r]:ptr[r + 1]], build and r == i)  # (step 0: r = i)
 
         part.run_steps(_sparse_part, args, n_k, state, _TAG_SPARSE)
-        part.layout.give("cgs-doc-lists", (d_top, d_cnt, d_len))
+        part.keep["cgs-doc-lists"] = (d_top, d_cnt, d_len)
         return None
 
     @staticmethod

@@ -557,16 +557,19 @@ class LightLDASampler(Sampler):
 
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
               pool: Executor | None = None, n_threads: int = 1,
-              window: tuple[int, int] | None = None) -> SweepResult:
+              window: tuple[int, int] | None = None, follows: bool = False) -> SweepResult:
         """Resample every token of one shard once (see :meth:`Sampler.sweep`).
 
         ``n_threads`` > 1 threads share the sweep: this one and ``n_threads - 1`` of
         ``pool`` (which must have that many free), in the partitioned scheme of the class
         docstring. ``window`` ``(lo, hi)``: only the tokens of rows ``[lo, hi)``,
-        partitioned also on one thread (then ``pool`` is still needed).
+        partitioned also on one thread (then ``pool`` is still needed). ``follows``: a later
+        step of the clock whose step before was this sampler's last sweep
+        (:func:`~biglda.samplers.partition.partitioned_sweep`).
         """
         n_threads = max(1, int(n_threads))
         if n_threads == 1 and window is None:
+            self._layouts.drop_carried()  # (this sweep writes z and keeps no document state)
             return super().sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
         kept = _keeps_doc_counts(doc_ptr.shape[0] - 1, n_k.shape[0], tokens.shape[0])
         return partitioned_sweep(
@@ -575,7 +578,7 @@ class LightLDASampler(Sampler):
                                                       self.mh_steps, kept),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
             WORD_COST_POWER, RANGES_PER_THREAD_KEPT if kept else RANGES_PER_THREAD,
-            self._layouts, N_K_LAG_KEPT if kept else N_K_LAG, window)
+            self._layouts, N_K_LAG_KEPT if kept else N_K_LAG, window, follows)
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         symmetric = bool(np.all(alpha == alpha[0]))

@@ -20,7 +20,10 @@ the kernels recorded as moved (``record``).
 What depends on the tokens only (the cuts, each word's count, the samplers' token lists by
 range) is kept between sweeps in a :class:`Layout` per tokens array (a shard's tokens do not
 change), in the sampler's :class:`Layouts`; each sweep's :func:`scan` checks on the threads
-that the tokens are still those it was made of.
+that the tokens are still those it was made of. What a sweep keeps of the documents (their
+counts or topic lists) it leaves to the next step of its clock (:meth:`Layouts.carry`): a
+clock whose processes take turns sweeps P windows of one array, and rebuilding that state
+and checking the tokens in each was work that grew with the shard, not the window.
 """
 
 from __future__ import annotations
@@ -130,6 +133,8 @@ class Layouts:
         self.size = size
         self._items: dict[tuple, Layout] = {}
         self._lock = threading.Lock()
+        # what the last sweep left for the next step of its clock: (its arrays, buffers)
+        self._carried: tuple[tuple, dict[str, Any]] | None = None
 
     @staticmethod
     def key(tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_ranges: int,
@@ -143,6 +148,37 @@ class Layouts:
         with self._lock:
             hit = self._items.get(key)
         return hit if hit is not None and np.array_equal(hit.doc_ptr, doc_ptr) else None
+
+    @staticmethod
+    def _arrays(key: tuple, z: np.ndarray) -> tuple:
+        """Return what names a sweep's arrays: its layout's key but the window, and ``z``."""
+        return (*key[:-1], z.ctypes.data, z.shape[0])
+
+    def carry(self, key: tuple, z: np.ndarray, buffers: dict[str, Any]) -> None:
+        """Keep what a finished sweep of ``z`` leaves for the next step of its clock.
+
+        ``buffers``: the sampler's per-document state as the sweep left it (the documents'
+        counts or topic lists), by name.
+        """
+        with self._lock:
+            self._carried = (self._arrays(key, z), buffers)
+
+    def carried(self, key: tuple, z: np.ndarray) -> tuple[dict[str, Any], bool]:
+        """Take what the last sweep carried: ``(buffers, whether they were of these arrays)``.
+
+        Taken either way (a sweep that does not carry them on leaves none behind); where
+        they were not of this sweep's arrays they are buffers to reuse, nothing more.
+        """
+        with self._lock:
+            got, self._carried = self._carried, None
+        if got is None:
+            return {}, False
+        return got[1], got[0] == self._arrays(key, z)
+
+    def drop_carried(self) -> None:
+        """Forget what the last sweep carried (a sweep that keeps no such state wrote z)."""
+        with self._lock:
+            self._carried = None
 
     def add(self, key: tuple, layout: Layout) -> None:
         """Store ``layout`` under ``key`` (dropping the oldest array's beyond ``size``)."""
@@ -172,6 +208,12 @@ class Partition:
         self.before: tuple[np.ndarray, np.ndarray] | None = None
         self.moved: list[list[np.ndarray]] = [[] for _ in range(layout.n_ranges)]
         self.pool_cpu = 0.0
+        # the per-document state the last sweep left (:meth:`Layouts.carried`): ``current``
+        # where it holds ``z`` as this sweep starts (a later step of the same clock), else
+        # only buffers; ``keep``: what this sweep leaves for the next step
+        self.carried: dict[str, Any] = {}
+        self.current = False
+        self.keep: dict[str, Any] = {}
 
     def on_threads(self, kernel: Callable[..., Any], calls: list[tuple]) -> list[Any]:
         """Return ``[kernel(*calls[i]) for i]``, computed on the T threads."""
@@ -409,7 +451,8 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
                       n_words, key, pool: Executor | None, n_threads: int,
                       word_cost_power: float, ranges_per_thread: int,
                       layouts: Layouts, n_k_lag: int | None = None,
-                      window: tuple[int, int] | None = None) -> SweepResult:
+                      window: tuple[int, int] | None = None,
+                      follows: bool = False) -> SweepResult:
     """Check, sweep on ``n_threads`` threads and return the :class:`SweepResult`.
 
     ``run(part, alpha, state)`` sweeps (with the sampler's kernels, on the
@@ -422,7 +465,13 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
     only the tokens whose words (rows) are in ``[lo, hi)`` (every document's counts still
     hold all its tokens): one step of a clock whose processes take turns on the vocabulary
     (:func:`biglda.trainer.worker.run_group`); also on one thread. The result's
-    ``n_tokens`` are the window's.
+    ``n_tokens`` are the window's. ``follows``: this sweep is a later step of the clock whose
+    step before was this sampler's last sweep, on the same arrays, and nothing else wrote
+    ``z`` since (the caller's word: the trainer's steps). Then, where that last sweep was of
+    these arrays, the tokens and topics are not checked again and the documents' state it
+    kept (their counts or topic lists) is taken as it left it, not rebuilt from ``z``:
+    the per-step work that grows with the shard, not the window (P steps a clock at P
+    processes; pipelines/README.md, "Twentieth session").
     """
     if pool is None:
         raise ValueError(f"{n_threads} threads need a pool")
@@ -435,8 +484,14 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
     if window is not None:
         window = (max(0, int(window[0])), min(n_rows, int(window[1])))
     at = Layouts.key(tokens, doc_ptr, n_rows, n_ranges, word_cost_power, window)
-    layout, new, scan_cpu = scan(tokens, doc_ptr, z, n_rows, n_k.shape[0], pool, n_threads,
-                                 n_ranges, word_cost_power, layouts.find(at, doc_ptr), window)
+    carried, current = layouts.carried(at, z)
+    current = current and follows
+    found = layouts.find(at, doc_ptr)
+    if current and found is not None:  # (the clock's first step checked these arrays)
+        layout, new, scan_cpu = found, False, 0.0
+    else:
+        layout, new, scan_cpu = scan(tokens, doc_ptr, z, n_rows, n_k.shape[0], pool,
+                                     n_threads, n_ranges, word_cost_power, found, window)
     if new:
         layouts.add(at, layout)
     # (one rule: a snapshot of the rows a sweep moves where they are few against its
@@ -445,10 +500,15 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
     snap = (hi - lo) * n_wk.shape[1] <= base.SNAPSHOT_ENTRIES_PER_TOKEN * layout.n_tokens
     part = Partition(layout, pool, n_threads, record=not snap, lag=n_k_lag)
     part.pool_cpu += scan_cpu
+    part.carried, part.current = carried, current
     if snap:
         part.snapshot(n_wk, n_k)
     z_old = z if snap else z.copy()  # (only the moved tokens' delta reads the old topics)
     accept_rate = run(part, alpha, key.state())
+    layouts.carry(at, z, part.keep)
+    for name, buffer in carried.items():  # (another kernel's: stale now, a spare buffer)
+        if name not in part.keep:
+            layout.give(name, buffer)
     words, topics, counts, delta_k = part.delta(tokens, z_old, z, n_wk, n_k)
     return SweepResult(words, topics, counts, delta_k, layout.n_tokens, accept_rate,
                        time.perf_counter() - t0,

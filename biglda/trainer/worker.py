@@ -530,8 +530,10 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
     processes that have ``w`` next. Only ``n_k`` lags (it takes the moves of the ranges
     the process folded). BSP stays deterministic (each step folds exactly the steps
     before it on its range). The clock's push holds every step's moves; the next pull takes
-    the folded ones out again. Returns one ``(SweepResult of the clock, CPU s)`` and the
-    posted bytes ``(sent, received)``.
+    the folded ones out again. A later step ``follows`` the one before (the sampler keeps
+    its documents' state through the clock's steps instead of rebuilding it from ``z``
+    each step). Returns one ``(SweepResult of the clock, CPU s)`` and the posted bytes
+    ``(sent, received)``.
     """
     from biglda.samplers import RandomKey, SweepResult
     from biglda.samplers.base import mean_accept_rate
@@ -552,7 +554,8 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
         c0 = time.thread_time()
         res = sampler.sweep(cache.tokens, part.doc_ptr, proc.z, cache.n_wk, cache.n_k, alpha,
                             cfg.beta, spec.n_words, RandomKey(cfg.seed, clock, part.key_shard, s),
-                            pool=pool, n_threads=proc.n_threads, window=proc.windows[w])
+                            pool=pool, n_threads=proc.n_threads, window=proc.windows[w],
+                            follows=s > 0)
         cpu += res.cpu_seconds if res.cpu_seconds is not None else time.thread_time() - c0
         parts.append(res)
         if s + 1 < n:  # (the last step's range has no one after it this clock)

@@ -388,15 +388,14 @@ def test_cgs_sparse_parts_keep_each_documents_topic_list_equal_to_its_tokens():
             before = z.copy()
             sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(5, it),
                           pool=pool, n_threads=3)
-            (layout,) = sampler._layouts._items.values()
-            d_top, d_cnt, d_len = layout.take("cgs-doc-lists")
+            # (the lists as the sweep left them, carried for a clock's next step)
+            d_top, d_cnt, d_len = sampler._layouts._carried[1]["cgs-doc-lists"]
             for d in range(len(doc_ptr) - 1):
                 lo, hi = doc_ptr[d], doc_ptr[d + 1]
                 listed = dict(zip(d_top[lo:lo + d_len[d]].tolist(),
                                   d_cnt[lo:lo + d_len[d]].tolist(), strict=True))
                 assert listed == Counter(z[lo:hi].tolist())
             assert np.mean(before != z) > 0.2  # (the parts moved tokens: lists were updated)
-            layout.give("cgs-doc-lists", (d_top, d_cnt, d_len))
 
 
 def test_the_rows_snapshot_is_made_in_runs_of_rows_into_the_last_sweeps_buffer():

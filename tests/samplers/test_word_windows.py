@@ -129,3 +129,65 @@ def test_every_window_of_an_array_keeps_its_layout():
             sampler.sweep(other, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(1, 9),
                           pool=pool, window=(0, 200))
         assert not set(first) & set(layouts._items) and len(layouts._items) == layouts.size
+
+
+def _doc_state_is_the_recount(carried, tokens, doc_ptr, z, n_topics):
+    """What a sweep carries to the clock's next step holds ``z``: each document's counts
+    (the dense kernel's, one array a document range) or topic lists (SparseLDA's)."""
+    want = np.zeros((len(doc_ptr) - 1, n_topics), dtype=np.int64)
+    np.add.at(want, (np.repeat(np.arange(len(doc_ptr) - 1), np.diff(doc_ptr)), z), 1)
+    if "cgs-doc-counts" in carried:
+        np.testing.assert_array_equal(np.concatenate(carried["cgs-doc-counts"]), want)
+    if "cgs-doc-lists" in carried:
+        d_top, d_cnt, d_len = carried["cgs-doc-lists"]
+        got = np.zeros_like(want)
+        for d in range(len(doc_ptr) - 1):
+            at = slice(doc_ptr[d], doc_ptr[d] + d_len[d])
+            got[d, d_top[at]] = d_cnt[at]
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("sampler", [*SAMPLERS, ("cgs", {"dense_above": 0.3})],
+                         ids=[*IDS, "cgs-both"])
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("n_topics", [6, 200], ids=["doc-counts-kept", "doc-counts-anew"])
+def test_a_clocks_later_steps_follow_the_step_before(sampler, n_threads, n_topics):
+    """``follows``: a clock's steps after the first take the documents' state the step before
+    left instead of rebuilding it from ``z``. It holds ``z`` after every step (the
+    recount), the counts stay the recount of ``z``; the dense kernel and lightlda make the
+    very chain of steps that rebuild it; SparseLDA another (its lists' order), and a kernel
+    that did not sweep the step before rebuilds its own. Another array or a whole sweep in
+    between: rebuilt, as without ``follows``."""
+    tokens, doc_ptr, n_words = _corpus(n_words=200)
+    windows = [(0, 3), (3, 40), (40, 120), (120, 200)]
+    runs, kinds = {}, set()
+    for follows in (False, True):
+        z = init_z(len(tokens), n_topics, RandomKey(4, -1))
+        n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
+        smp = get_sampler(sampler[0], **sampler[1])
+        with ThreadPoolExecutor(1) as pool:
+            for clock in range(3):
+                if clock == 2:  # a whole sweep between clocks: it writes z, keeps nothing
+                    smp.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words,
+                              RandomKey(4, 99))
+                for s, w in enumerate(windows):
+                    before_wk, before_k = n_wk.copy(), n_k.copy()
+                    res = smp.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words,
+                                    RandomKey(4, clock, 0, s), pool=pool,
+                                    n_threads=n_threads, window=w,
+                                    follows=follows and (s > 0 or clock == 2))
+                    check_counts_and_delta(tokens, doc_ptr, z, n_wk, n_k, before_wk,
+                                           before_k, res, n_words)
+                    carried = smp._layouts._carried[1]
+                    kinds |= set(carried)
+                    _doc_state_is_the_recount(carried, tokens, doc_ptr, z, n_topics)
+        runs[follows] = (z, n_wk)
+    same = all(np.array_equal(a, b) for a, b in zip(runs[False], runs[True], strict=True))
+    if sampler[0] == "lightlda" or sampler[1]["dense_above"] == 0.0:
+        assert same  # (counts are counts, however they were kept)
+    elif n_topics == 6 and sampler[1]["dense_above"] == 2.0:
+        assert not same  # SparseLDA's kept lists: another order, another exact chain
+    if sampler[0] == "cgs" and n_topics == 6:
+        want = {"cgs-doc-counts", "cgs-doc-lists"} if sampler[1]["dense_above"] == 0.3 else (
+            {"cgs-doc-counts"} if sampler[1]["dense_above"] == 0.0 else {"cgs-doc-lists"})
+        assert kinds == want

@@ -73,7 +73,8 @@ def test_three_processes_taking_turns_are_the_documented_scheme(synth_corpus, de
                     before = wk.copy()
                     samplers[p].sweep(local[p], data[p][1], z[p], wk, kk, alpha, cfg.beta,
                                       n_words, RandomKey(seed, clock, shards[p].index, s),
-                                      pool=pool, n_threads=1, window=(int(lo), int(hi)))
+                                      pool=pool, n_threads=1, window=(int(lo), int(hi)),
+                                      follows=s > 0)
                     g = np.zeros_like(n_wk)
                     g[vocab[p]] = wk.astype(np.int64) - before
                     posts[w, s] = g
