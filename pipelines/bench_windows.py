@@ -2,13 +2,16 @@
 
 What a process taking turns on the vocabulary (``--process-partition``) pays in its
 kernels: the same tokens swept as one exact sweep, as one sweep over a window holding every
-word, and as P sweeps over P windows of about equal tokens (as P processes' steps). Prints
-the CPU µs a token of each, the median over sweeps after ``--skip``::
+word, as P sweeps over P windows of about equal tokens each rebuilding the documents' state
+("windows"), and as the trainer's P steps, each after the first ``follows`` the one before
+("follows": the documents' state kept through the clock). Prints the CPU µs a token of each,
+the median over sweeps after ``--skip``::
 
     .venv/bin/python pipelines/bench_windows.py --corpus runs/deb/corpus.zarr --topics 100 \\
         --variants dense sparse
 
-Takes the first ``--share`` of the corpus's documents (a process's part of a 2-process run).
+Takes the first ``--share`` of the corpus's documents (a process's part of a 2-process run;
+``--windows 16 --share 0.0625``: one process's clock at 16 processes).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ KERNELS = {"dense": {"dense_above": 0.0}, "sparse": {"dense_above": 2.0}, "auto"
 
 
 def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip) -> float:
-    """CPU µs a token of ``mode`` ("exact", "whole" or "windows"), median after ``skip``."""
+    """CPU µs a token of ``mode`` ("exact", "whole", "windows" or "follows"), median after
+    ``skip``."""
     sampler = get_sampler("cgs", **KERNELS[variant])
     z = init_z(len(tokens), n_topics, RandomKey(0, -1))
     n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
@@ -42,7 +46,8 @@ def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip
             else:
                 for j, w in enumerate([(0, n_words)] if mode == "whole" else windows):
                     sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
-                                  RandomKey(0, it, 0, j), pool=pool, window=w)
+                                  RandomKey(0, it, 0, j), pool=pool, window=w,
+                                  follows=mode == "follows" and j > 0)
             cpu.append(time.process_time() - c0)
     return 1e6 * statistics.median(cpu[skip:]) / len(tokens)
 
@@ -65,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(tokens):,} tokens, K = {args.topics}, windows {windows}")
     for variant in args.variants:
         got = {mode: run(tokens, doc_ptr, corpus.n_words, args.topics, variant, mode, windows,
-                         args.sweeps, args.skip) for mode in ("exact", "whole", "windows")}
+                         args.sweeps, args.skip)
+               for mode in ("exact", "whole", "windows", "follows")}
         print(f"cgs {variant}: " + ", ".join(f"{m} {v:.3f}" for m, v in got.items())
               + " µs/token (CPU, one thread)")
     return 0
