@@ -27,13 +27,16 @@ from biglda.corpus import Corpus
 from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
 from biglda.samplers.partition import word_windows
 
-KERNELS = {"dense": {"dense_above": 0.0}, "sparse": {"dense_above": 2.0}, "auto": {}}
+# cgs's kernels, and lightlda
+KERNELS = {"dense": ("cgs", {"dense_above": 0.0}), "sparse": ("cgs", {"dense_above": 2.0}),
+           "auto": ("cgs", {}), "lightlda": ("lightlda", {})}
 
 
 def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip) -> float:
     """CPU µs a token of ``mode`` ("exact", "whole", "windows" or "follows"), median after
     ``skip``."""
-    sampler = get_sampler("cgs", **KERNELS[variant])
+    name, params = KERNELS[variant]
+    sampler = get_sampler(name, **params)
     z = init_z(len(tokens), n_topics, RandomKey(0, -1))
     n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
     cpu = []
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         got = {mode: run(tokens, doc_ptr, corpus.n_words, args.topics, variant, mode, windows,
                          args.sweeps, args.skip)
                for mode in ("exact", "whole", "windows", "follows")}
-        print(f"cgs {variant}: " + ", ".join(f"{m} {v:.3f}" for m, v in got.items())
+        print(f"{variant}: " + ", ".join(f"{m} {v:.3f}" for m, v in got.items())
               + " µs/token (CPU, one thread)")
     return 0
 

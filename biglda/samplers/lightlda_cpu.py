@@ -701,22 +701,24 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
     n_accept, n_propose = 0, 0
     # the half's documents' topic counts, kept through its steps where they are few enough
     rows = [(int(dcut[i + 1] - dcut[i]) + 1) // 2 for i in range(t)]
-    counts = part.layout.take("lightlda-doc-counts") if keep else None
-    if keep and (counts is None or [c.shape for c in counts] != [(r, n_topics) for r in rows]):
-        counts = [np.zeros((r, n_topics), dtype=np.int32) for r in rows]
+    counts_of, totals = _halves_state(part, keep, rows, n_topics)
     for half in range(2):
         # the half's tokens of each word range, by word, and of each document range, by
         # word range (kept with the layout); the half's topics
         words, docs = part.layout.list_of(
             f"lightlda-half{half}" + ("-docs" if keep else ""),
             lambda h=half: _half_words(part, tokens, doc_ptr, z, h, n_topics, keep))
-        if counts is not None:
-            in_half = part.on_threads(_half_doc_counts, [
-                (counts[i], doc_ptr, z, half, dcut[i], dcut[i + 1]) for i in range(t)])
+        counts = counts_of[half]
+        if totals[half] is not None:  # (the clock's step before left them: counted)
+            in_half = totals[half]
+        elif counts is not None:
+            in_half = np.sum(part.on_threads(_half_doc_counts, [
+                (counts[i], doc_ptr, z, half, dcut[i], dcut[i + 1]) for i in range(t)]), axis=0)
         else:
-            in_half = part.on_threads(_half_counts, [(doc_ptr, z, half, dcut[i], dcut[i + 1],
-                                                      n_topics) for i in range(t)])
-        coef, *dense = _other_tables(n_k - np.sum(in_half, axis=0), beta, n_words * beta)
+            in_half = np.sum(part.on_threads(_half_counts, [
+                (doc_ptr, z, half, dcut[i], dcut[i + 1], n_topics) for i in range(t)]), axis=0)
+        coef, *dense = _other_tables(n_k - in_half, beta, n_words * beta)
+        k_before = n_k.copy()
         # the tables from the counts without the half, in pieces of about equal cost on the
         # threads, joined a word range at a time
         tables = _range_tables(part, words, z, n_wk, coef)
@@ -735,12 +737,50 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
                 n_k, state, (0x4C << 56) | (half << 48)):
             n_accept += acc
             n_propose += prop
-        if counts is not None:
+        if part.windowed:  # (only the half's tokens moved: n_k's change is theirs)
+            totals[half] = in_half + (n_k - k_before)
+        elif counts is not None:
             part.on_threads(_clear_doc_counts, [(counts[i], doc_ptr, z, half, dcut[i],
                                                  dcut[i + 1]) for i in range(t)])
-    if counts is not None:  # (all zero again: the next sweep's, unless this one failed)
-        part.layout.give("lightlda-doc-counts", counts)
+    if part.windowed:  # for the clock's next step, as this one left them
+        part.keep["lightlda-halves"] = (counts_of, totals)
+    elif counts_of[0] is not None:  # (all zero again: the next sweep's, unless it failed)
+        part.layout.give("lightlda-doc-counts", counts_of[0])
     return n_accept / n_propose if n_propose else None
+
+
+def _halves_state(part, keep: bool, rows: list[int], n_topics: int
+                  ) -> tuple[list[list[np.ndarray] | None], list[np.ndarray | None]]:
+    """Each half's documents' counts (a buffer a document range, or None) and its topics.
+
+    A whole sweep counts a half into one set of zeroed buffers and clears them after; its
+    topics (None) are counted from ``z``. A sweep over a window keeps both halves' counts
+    (twice the buffers) and topics for the clock's next step, which takes them as they are
+    where it ``follows`` (:class:`~biglda.samplers.partition.Partition`): the counting and
+    clearing were passes over the whole shard in every step, not over the window's tokens.
+    """
+    shape = [(r, n_topics) for r in rows]
+
+    def zeroed(got: list[np.ndarray] | None) -> list[np.ndarray]:
+        if got is None or [c.shape for c in got] != shape:
+            return [np.zeros(sh, dtype=np.int32) for sh in shape]
+        for c in got:
+            c.fill(0)
+        return got
+
+    if not part.windowed:  # (given back all zero by the sweep before, or new)
+        one = part.layout.take("lightlda-doc-counts") if keep else None
+        if keep and (one is None or [c.shape for c in one] != shape):
+            one = [np.zeros(sh, dtype=np.int32) for sh in shape]
+        return [one, one], [None, None]
+    got = part.carried.get("lightlda-halves")
+    fits = got is not None and all(
+        (cs is None) != keep and (cs is None or [c.shape for c in cs] == shape) for cs in got[0])
+    if fits and part.current:
+        return list(got[0]), list(got[1])
+    if not keep:
+        return [None, None], [None, None]
+    return [zeroed(got[0][h] if fits else None) for h in range(2)], [None, None]
 
 
 # ``doc_counts`` and ``idx`` of a part that counts its documents' topics block by block.

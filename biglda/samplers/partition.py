@@ -121,7 +121,8 @@ class Layouts:
     Found by the array's address, length, ``doc_ptr``, rows, ranges and cost power; that
     the tokens themselves are unchanged is :func:`scan`'s to check. A layout holds a copy of
     its tokens (4 bytes a token) and the samplers' lists (8 bytes a token; lightlda's 16
-    where it keeps its documents' counts, and those, at most 16 bytes a token; cgs's
+    where it keeps its documents' counts, and those, at most 16 bytes a token, 32 over a
+    window, where both halves' are kept for the clock's next step; cgs's
     SparseLDA its documents' topic lists, 8 bytes a token); the trainer
     sweeps one array a process, or one a round (up to 4), hence 4. The layouts of one
     array's windows of words count as that array's one (a process taking turns sweeps P
@@ -214,6 +215,7 @@ class Partition:
         self.carried: dict[str, Any] = {}
         self.current = False
         self.keep: dict[str, Any] = {}
+        self.windowed = False  # (a step of a clock taken in turns: it may have a next step)
 
     def on_threads(self, kernel: Callable[..., Any], calls: list[tuple]) -> list[Any]:
         """Return ``[kernel(*calls[i]) for i]``, computed on the T threads."""
@@ -500,7 +502,7 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
     snap = (hi - lo) * n_wk.shape[1] <= base.SNAPSHOT_ENTRIES_PER_TOKEN * layout.n_tokens
     part = Partition(layout, pool, n_threads, record=not snap, lag=n_k_lag)
     part.pool_cpu += scan_cpu
-    part.carried, part.current = carried, current
+    part.carried, part.current, part.windowed = carried, current, window is not None
     if snap:
         part.snapshot(n_wk, n_k)
     z_old = z if snap else z.copy()  # (only the moved tokens' delta reads the old topics)

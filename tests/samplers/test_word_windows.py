@@ -131,11 +131,25 @@ def test_every_window_of_an_array_keeps_its_layout():
         assert not set(first) & set(layouts._items) and len(layouts._items) == layouts.size
 
 
-def _doc_state_is_the_recount(carried, tokens, doc_ptr, z, n_topics):
+def _doc_state_is_the_recount(carried, tokens, doc_ptr, z, n_topics, dcut):
     """What a sweep carries to the clock's next step holds ``z``: each document's counts
-    (the dense kernel's, one array a document range) or topic lists (SparseLDA's)."""
+    (the dense kernel's, one array a document range) or topic lists (SparseLDA's); for
+    lightlda each half's topics and, where it keeps them, its documents' counts (one array
+    a document range ``dcut[i]..dcut[i + 1]``, row ``j`` its half's ``j``-th document)."""
     want = np.zeros((len(doc_ptr) - 1, n_topics), dtype=np.int64)
     np.add.at(want, (np.repeat(np.arange(len(doc_ptr) - 1), np.diff(doc_ptr)), z), 1)
+    if "lightlda-halves" in carried:
+        counts_of, totals = carried["lightlda-halves"]
+        for half in range(2):
+            np.testing.assert_array_equal(totals[half], want[half::2].sum(axis=0))
+            if counts_of[half] is None:
+                continue
+            for i, c in enumerate(counts_of[half]):
+                lo, hi = dcut[i], dcut[i + 1]
+                first = lo + ((lo + half) & 1)
+                docs = np.arange(first, hi, 2)
+                np.testing.assert_array_equal(c[:len(docs)], want[docs])
+                assert not c[len(docs):].any()
     if "cgs-doc-counts" in carried:
         np.testing.assert_array_equal(np.concatenate(carried["cgs-doc-counts"]), want)
     if "cgs-doc-lists" in carried:
@@ -156,8 +170,9 @@ def test_a_clocks_later_steps_follow_the_step_before(sampler, n_threads, n_topic
     left instead of rebuilding it from ``z``. It holds ``z`` after every step (the
     recount), the counts stay the recount of ``z``; the dense kernel and lightlda make the
     very chain of steps that rebuild it; SparseLDA another (its lists' order), and a kernel
-    that did not sweep the step before rebuilds its own. Another array or a whole sweep in
-    between: rebuilt, as without ``follows``."""
+    that did not sweep the step before rebuilds its own; lightlda keeps each half's topics
+    and, at 6 topics, its documents' counts. Another array or a whole sweep in between:
+    rebuilt, as without ``follows``."""
     tokens, doc_ptr, n_words = _corpus(n_words=200)
     windows = [(0, 3), (3, 40), (40, 120), (120, 200)]
     runs, kinds = {}, set()
@@ -180,14 +195,18 @@ def test_a_clocks_later_steps_follow_the_step_before(sampler, n_threads, n_topic
                                            before_k, res, n_words)
                     carried = smp._layouts._carried[1]
                     kinds |= set(carried)
-                    _doc_state_is_the_recount(carried, tokens, doc_ptr, z, n_topics)
+                    (dcut,) = {lay.dcut.tobytes(): lay.dcut
+                               for lay in smp._layouts._items.values()}.values()
+                    _doc_state_is_the_recount(carried, tokens, doc_ptr, z, n_topics, dcut)
         runs[follows] = (z, n_wk)
     same = all(np.array_equal(a, b) for a, b in zip(runs[False], runs[True], strict=True))
     if sampler[0] == "lightlda" or sampler[1]["dense_above"] == 0.0:
         assert same  # (counts are counts, however they were kept)
     elif n_topics == 6 and sampler[1]["dense_above"] == 2.0:
         assert not same  # SparseLDA's kept lists: another order, another exact chain
-    if sampler[0] == "cgs" and n_topics == 6:
+    if sampler[0] == "lightlda":
+        assert kinds == {"lightlda-halves"}
+    elif n_topics == 6:
         want = {"cgs-doc-counts", "cgs-doc-lists"} if sampler[1]["dense_above"] == 0.3 else (
             {"cgs-doc-counts"} if sampler[1]["dense_above"] == 0.0 else {"cgs-doc-lists"})
         assert kinds == want

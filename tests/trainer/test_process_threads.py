@@ -76,16 +76,18 @@ def test_managed_communication_with_threads_and_shards(threaded_cluster, synth_c
     # (each writer's offers stay until its next push: the last clock's remain on the table)
 
 
-@pytest.mark.parametrize("dense_above", [2.0, 0.0], ids=["sparse", "dense"])
+@pytest.mark.parametrize("sampler", [("cgs", {"dense_above": 2.0}),
+                                     ("cgs", {"dense_above": 0.0}), ("lightlda", {})],
+                         ids=["sparse", "dense", "lightlda"])
 def test_processes_take_turns_on_the_vocabulary(threaded_cluster, synth_corpus, recount,
-                                                tmp_path, dense_above):
-    """--process-partition on 2 processes of 2 threads and 3 shards (cgs): the table is the
-    recount after a run and after a resume; BSP repeats and resumes bit for bit; each
-    clock's steps exchange their moves (offers both ways)."""
+                                                tmp_path, sampler):
+    """--process-partition on 2 processes of 2 threads and 3 shards: the table is the
+    recount after a run and after a resume; BSP repeats and resumes bit for bit (a clock's
+    later steps take the documents' state the step before kept); each clock's steps
+    exchange their moves (offers both ways)."""
     url, _ = synth_corpus
     out = str(tmp_path / "model.zarr")
-    kw = dict(sampler="cgs", process_partition="on",
-              sampler_params={"dense_above": dense_above})
+    kw = dict(sampler=sampler[0], process_partition="on", sampler_params=sampler[1])
     first = _run(threaded_cluster, url, out=out, iterations=3, checkpoint_every=2, **kw)
     n_wk, n_k, _ = recount(url, first)
     np.testing.assert_array_equal(first.n_wk, n_wk)
