@@ -243,9 +243,7 @@ class EarlyUpdates:
             kept = []
             for writer, clock, local, topics, counts in batches:
                 if clock <= received[writer]:
-                    add_coo(cache.n_wk, local, topics, -counts)
-                    cache.n_k -= np.bincount(topics, weights=counts,
-                                             minlength=cache.n_topics).astype(np.int64)
+                    self._add([(cache.n_wk, cache.n_k)], local, topics, -counts)
                 else:
                     kept.append((writer, clock, local, topics, counts))
             self.batches[a] = kept

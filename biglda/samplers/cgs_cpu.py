@@ -908,12 +908,8 @@ class CGSSampler(Sampler):
                 shape = [(dcut[i + 1] - dcut[i], n_topics) for i in range(part.n_ranges)]
                 # the counts as the clock's step before left them (a later step: then not
                 # counted again), else buffers to count into
-                counts = part.carried.get("cgs-doc-counts")
-                build = not part.current
-                if counts is None or [c.shape for c in counts] != shape:
-                    counts, build = part.layout.take("cgs-doc-counts"), True
-                if counts is None or [c.shape for c in counts] != shape:
-                    counts = [np.empty(sh, dtype=np.int32) for sh in shape]
+                counts, current = part.doc_state("cgs-doc-counts", shape)
+                build = not current
             else:
                 lists = [(np.zeros(part.n_ranges + 1, np.int64), _NO_TOKENS)] * part.n_ranges
                 counts, build = [_NO_DOC_COUNTS] * part.n_ranges, True
@@ -942,14 +938,9 @@ class CGSSampler(Sampler):
         # the lists as the clock's step before left them (a later step: then not made again;
         # the chain differs from one that makes them, in the order of a list's topics), else
         # buffers to make them in
-        shapes = [(len(tokens),), (len(tokens),), (doc_ptr.shape[0] - 1,)]
-        got = part.carried.get("cgs-doc-lists")
-        build = not part.current
-        if got is None or [a.shape for a in got] != shapes:
-            got, build = part.layout.take("cgs-doc-lists"), True
-        if got is None or [a.shape for a in got] != shapes:
-            got = tuple(np.empty(sh, np.int32) for sh in shapes)
-        d_top, d_cnt, d_len = got
+        (d_top, d_cnt, d_len), current = part.doc_state(
+            "cgs-doc-lists", [(len(tokens),), (len(tokens),), (doc_ptr.shape[0] - 1,)])
+        build = not current
 
         def args(i, r, own_k, sub):
             ptr, idx = docs[i]
@@ -958,7 +949,7 @@ class CGSSampler(Sampler):
                     d_len, idx[ptr[r]:ptr[r + 1]], build and r == i)  # (step 0: r = i)
 
         part.run_steps(_sparse_part, args, n_k, state, _TAG_SPARSE)
-        part.keep["cgs-doc-lists"] = (d_top, d_cnt, d_len)
+        part.keep["cgs-doc-lists"] = [d_top, d_cnt, d_len]
         return None
 
     @staticmethod

@@ -217,6 +217,22 @@ class Partition:
         self.keep: dict[str, Any] = {}
         self.windowed = False  # (a step of a clock taken in turns: it may have a next step)
 
+    def doc_state(self, name: str, shapes: list[tuple[int, ...]]
+                  ) -> tuple[list[np.ndarray], bool]:
+        """Return the per-document buffers ``name`` and whether they hold ``z`` now.
+
+        The sampler's int32 buffers of ``shapes``: the clock's step before's where this
+        sweep follows it (``current``), else a spare of the layout or new ones, for the
+        sweep to build.
+        """
+        got = self.carried.get(name)
+        if got is not None and [a.shape for a in got] == shapes:
+            return list(got), self.current
+        got = self.layout.take(name)
+        if got is None or [a.shape for a in got] != shapes:
+            got = [np.empty(sh, dtype=np.int32) for sh in shapes]
+        return list(got), False
+
     def on_threads(self, kernel: Callable[..., Any], calls: list[tuple]) -> list[Any]:
         """Return ``[kernel(*calls[i]) for i]``, computed on the T threads."""
         c0 = time.thread_time()
