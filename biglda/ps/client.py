@@ -133,26 +133,42 @@ class TableClient:
         """Return the table shard that keeps the steps' moves on ``window`` (its mailbox)."""
         return int(window) % len(self.actors)
 
-    def post_step(self, shard: int, clock: int, window: int, step: int, words: np.ndarray,
-                  topics: np.ndarray, counts: np.ndarray, timeout: float) -> None:
+    def send_step(self, shard: int, clock: int, window: int, step: int, words: np.ndarray,
+                  topics: np.ndarray, counts: np.ndarray) -> Any:
         """Send writer ``shard``'s moves of ``step`` on ``window`` (global ids) to its mailbox.
 
-        :meth:`biglda.ps.table.TableShard.post_step`: one call, to one table shard.
+        :meth:`biglda.ps.table.TableShard.post_step`: one call, to one table shard. Returns
+        the call's future without waiting for it (:meth:`post_step` waits).
         """
         actor = self.actors[self.mailbox(window)]
-        call(actor.post_step(shard, clock, window, step, words, topics, counts), timeout,
+        return actor.post_step(shard, clock, window, step, words, topics, counts)
+
+    def post_step(self, shard: int, clock: int, window: int, step: int, words: np.ndarray,
+                  topics: np.ndarray, counts: np.ndarray, timeout: float) -> None:
+        """:meth:`send_step` and wait for the mailbox's answer."""
+        call(self.send_step(shard, clock, window, step, words, topics, counts), timeout,
              f"shard {shard}: step {step} of clock {clock}")
 
-    def window_steps(self, clock: int, window: int, n: int, wait: float, timeout: float
+    def ask_window_steps(self, clock: int, window: int, n: int, wait: float) -> Any:
+        """Ask for :meth:`window_steps` now; returns the call's future (its answer the same).
+
+        A reader asks before it sweeps the step before, so the answer comes while it sweeps.
+        """
+        actor = self.actors[self.mailbox(window)]
+        return actor.window_steps(clock, window, n, wait)
+
+    def window_steps(self, clock: int, window: int, n: int, wait: float, timeout: float,
+                     asked: Any = None
                      ) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] | None:
         """Return the posts of steps ``0 .. n - 1`` of ``clock`` on ``window`` (None: not yet).
 
         :meth:`biglda.ps.table.TableShard.window_steps`: the actor waits up to ``wait`` s for
-        them (no polling).
+        them (no polling). ``asked``: the future of an :meth:`ask_window_steps` of the same
+        steps made earlier, whose answer this takes instead of asking again.
         """
-        actor = self.actors[self.mailbox(window)]
-        return call(actor.window_steps(clock, window, n, wait), timeout + wait,
-                    f"the steps of clock {clock} on words' range {window}")
+        if asked is None:
+            asked = self.ask_window_steps(clock, window, n, wait)
+        return call(asked, timeout + wait, f"the steps of clock {clock} on words' range {window}")
 
     def snapshots(self, clock: int, timeout: float, check: Check = None
                   ) -> list[tuple[float, np.ndarray] | None]:

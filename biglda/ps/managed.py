@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from biglda.ps._kernels import add_coo, add_sorted
 from biglda.ps.cache import ShardCache
+from biglda.ps.calls import call
 from biglda.ps.client import TableClient
 from biglda.ps.protocol import NO_CLOCK
 
@@ -138,40 +140,60 @@ class EarlyUpdates:
         self.entries_sent += n
         return sent
 
-    def post_step(self, tables: TableClient, clock: int, window: int, step: int,
-                  words: np.ndarray, topics: np.ndarray, counts: np.ndarray,
-                  timeout: float) -> int:
+    def send_step(self, tables: TableClient, clock: int, window: int, step: int,
+                  words: np.ndarray, topics: np.ndarray, counts: np.ndarray) -> Any:
         """Post one step's whole delta on ``window`` (local ids) to the window's mailbox.
 
         For the processes that resample the window after this one in the clock
-        (:meth:`wait_window`). Returns the bytes sent.
+        (:meth:`wait_window`). Returns the call's future without waiting for the mailbox's
+        answer (the sender sweeps on: :func:`biglda.ps.calls.call_all` on the futures before
+        the clock's push says that every post arrived).
         """
         words = np.asarray(words)
-        tables.post_step(self.cache.shard, clock, window, step,
-                         self.cache.global_ids(words.astype(np.int32, copy=False)),
-                         np.asarray(topics, np.int32), np.asarray(counts, np.int32), timeout)
-        sent = len(words) * ENTRY_BYTES
-        self.bytes_sent += sent
+        fut = tables.send_step(self.cache.shard, clock, window, step,
+                               self.cache.global_ids(words.astype(np.int32, copy=False)),
+                               np.asarray(topics, np.int32), np.asarray(counts, np.int32))
+        self.bytes_sent += len(words) * ENTRY_BYTES
         self.entries_sent += len(words)
-        return sent
+        return fut
+
+    def post_step(self, tables: TableClient, clock: int, window: int, step: int,
+                  words: np.ndarray, topics: np.ndarray, counts: np.ndarray,
+                  timeout: float) -> int:
+        """:meth:`send_step` and wait for the mailbox's answer; return the bytes sent."""
+        call(self.send_step(tables, clock, window, step, words, topics, counts), timeout,
+             f"shard {self.cache.shard}: step {step} of clock {clock}")
+        return len(words) * ENTRY_BYTES
 
     # -- receiving -----------------------------------------------------------------------
+    def ask_window(self, tables: TableClient, clock: int, window: int, n: int,
+                   wait: float = 0.5) -> Any:
+        """Ask the mailbox now for what :meth:`wait_window` folds; pass it the answer's future.
+
+        Asked before the step before is swept, the posts come while it sweeps (one round
+        trip off each step's start). The mailbox answers within ``wait`` s either way; an
+        answer without them makes :meth:`wait_window` ask again.
+        """
+        return tables.ask_window_steps(clock, window, n, wait)
+
     def wait_window(self, tables: TableClient, clock: int, window: int, n: int,
                     into: Sequence[tuple[np.ndarray, np.ndarray]], timeout: float,
-                    alive: Callable[[], bool] | None = None, wait: float = 0.5
-                    ) -> int | None:
+                    alive: Callable[[], bool] | None = None, wait: float = 0.5,
+                    asked: Any = None) -> int | None:
         """Fold the moves of steps ``0 .. n - 1`` of ``clock`` on ``window``, once all came.
 
         Exactly those steps' (one other process's each), so what a reader folds does not
         depend on when it asks: BSP stays deterministic. Only the rows this cache holds;
         ``n_k`` takes the steps' totals. The mailbox answers once they are all there or after
         ``wait`` seconds; then ``alive()`` says whether the run still goes on (a process
-        lost: None, the attempt is given up); TimeoutError past ``timeout``. Returns the
+        lost: None, the attempt is given up); TimeoutError past ``timeout``. ``asked``: the
+        future of :meth:`ask_window` for the same steps, answered first. Returns the
         bytes received.
         """
         start = time.monotonic()
         while True:
-            posts = tables.window_steps(clock, window, n, wait, timeout)
+            posts = tables.window_steps(clock, window, n, wait, timeout, asked=asked)
+            asked = None
             if posts is not None:
                 break
             if time.monotonic() - start > timeout:

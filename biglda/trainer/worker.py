@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from biglda.ps import ALL_CLOCKS, ClockAnswer, PSClient
+from biglda.ps.calls import call_all
 from biglda.trainer import checkpoint as ckpt
 from biglda.trainer.alpha import alpha_due
 from biglda.trainer.config import TrainConfig
@@ -527,13 +528,15 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
     step it folds the moves on ``w`` of the clock's steps before (the processes that had
     ``w`` then: :meth:`biglda.ps.managed.EarlyUpdates.wait_window`), so it starts from the
     rows as they left them; after it, unless it is the last, it posts its own for the
-    processes that have ``w`` next. Only ``n_k`` lags (it takes the moves of the ranges
-    the process folded). BSP stays deterministic (each step folds exactly the steps
-    before it on its range). The clock's push holds every step's moves; the next pull takes
-    the folded ones out again. A later step ``follows`` the one before (the sampler keeps
-    its documents' state through the clock's steps instead of rebuilding it from ``z``
-    each step). Returns one ``(SweepResult of the clock, CPU s)`` and the posted bytes
-    ``(sent, received)``.
+    processes that have ``w`` next. Neither waits for a round trip: a step asks for the
+    next step's posts before it sweeps (they come while it sweeps), and sends its own
+    without waiting for the answer (all are answered before the clock's push). Only
+    ``n_k`` lags (it takes the moves of the ranges the process folded). BSP stays
+    deterministic (each step folds exactly the steps before it on its range). The clock's
+    push holds every step's moves; the next pull takes the folded ones out again. A later
+    step ``follows`` the one before (the sampler keeps its documents' state through the
+    clock's steps instead of rebuilding it from ``z`` each step). Returns one
+    ``(SweepResult of the clock, CPU s)`` and the posted bytes ``(sent, received)``.
     """
     from biglda.samplers import RandomKey, SweepResult
     from biglda.samplers.base import mean_accept_rate
@@ -544,13 +547,16 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
     part = proc.threads[0]
     n, rank = spec.n_processes, spec.process_rank
     sent0, got0 = early.bytes_sent, early.bytes_received
-    parts, cpu = [], 0.0
+    parts, cpu, posts, asked = [], 0.0, [], None
     for s in range(n):
         w = (rank + s) % n
         if s and early.wait_window(spec.ps.tables, clock, w, s, [(cache.n_wk, cache.n_k)],
-                                   cfg.call_timeout,
-                                   alive=lambda: _alive(spec, proc, clock)) is None:
+                                   cfg.call_timeout, alive=lambda: _alive(spec, proc, clock),
+                                   asked=asked) is None:
             raise _GivenUp(clock)
+        # the next step's posts are asked for now: they come while this step sweeps
+        asked = (early.ask_window(spec.ps.tables, clock, (rank + s + 1) % n, s + 1)
+                 if s + 1 < n else None)
         c0 = time.thread_time()
         res = sampler.sweep(cache.tokens, part.doc_ptr, proc.z, cache.n_wk, cache.n_k, alpha,
                             cfg.beta, spec.n_words, RandomKey(cfg.seed, clock, part.key_shard, s),
@@ -559,8 +565,10 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
         cpu += res.cpu_seconds if res.cpu_seconds is not None else time.thread_time() - c0
         parts.append(res)
         if s + 1 < n:  # (the last step's range has no one after it this clock)
-            early.post_step(spec.ps.tables, clock, w, s, res.delta_words, res.delta_topics,
-                            res.delta_counts, cfg.call_timeout)
+            posts.append(early.send_step(spec.ps.tables, clock, w, s, res.delta_words,
+                                         res.delta_topics, res.delta_counts))
+    # the posts went out without waiting for their answers: all of them arrived
+    call_all(posts, cfg.call_timeout, f"shards {proc.shards[0].index}..: steps of clock {clock}")
     if slow:
         time.sleep(slow)
     # the steps' rows are disjoint ranges: their deltas in the ranges' order are the clock's

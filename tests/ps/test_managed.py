@@ -256,4 +256,38 @@ def test_a_reader_waiting_for_a_step_wakes_when_it_is_posted():
     assert [p[0] for p in posts] == [0] and posts[0][1].tolist() == words.tolist()
 
 
+def test_a_step_asked_for_before_it_is_posted_is_folded_from_that_answer():
+    """A reader asks for a step's posts before it sweeps the step before (the answer comes
+    while it sweeps), and a writer does not wait for its post's answer. The mailbox holds
+    the question until the post comes; an answer that came without it (the mailbox's wait
+    ran out first) makes the reader ask again. Either way it folds exactly the post."""
+    rng = np.random.default_rng(11)
+    _actors, tables, caches, _truth, n_shards, _ = _setup(rng, [[0], [1]])
+    ex = []
+    for cache in caches:
+        cache.attach(tables, -1, 5.0)
+        ex.append(EarlyUpdates(cache, None, n_shards))
+    for window, wait in ((1, 5.0), (0, 0.01)):
+        asked = ex[1].ask_window(tables, 0, window, 1, wait=wait)
+        if wait < 1:  # the mailbox's wait runs out before the post: an answer without it
+            assert asked.result(5) is None
+        else:
+            assert not asked.done()  # held until the post comes
+        shared = np.flatnonzero(np.isin(caches[0].vocab, caches[1].vocab))
+        local = shared[:3].astype(np.int32)  # rows both processes hold
+        topics, counts = np.array([0, 2, 4], np.int32), np.array([1, 2, 3], np.int32)
+        sent = ex[0].send_step(tables, 0, window, 0, local, topics, counts)
+        assert sent.result(5) == 1  # the mailbox has the window's first step
+        before_wk, before_k = caches[1].n_wk.astype(np.int64), caches[1].n_k.copy()
+        got = ex[1].wait_window(tables, 0, window, 1, [(caches[1].n_wk, caches[1].n_k)], 5.0,
+                                asked=asked)
+        assert got == ENTRY_BYTES * 3
+        expect = np.zeros((caches[1].n_local, K), np.int64)
+        local1, keep = caches[1].rows_of(caches[0].vocab[local])
+        assert keep is None
+        np.add.at(expect, (local1, topics), counts)
+        np.testing.assert_array_equal(caches[1].n_wk - before_wk, expect)
+        np.testing.assert_array_equal(caches[1].n_k - before_k, expect.sum(0))
+
+
 _I32 = np.zeros(0, np.int32)
