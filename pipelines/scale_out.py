@@ -11,6 +11,10 @@ Layouts (``--layouts``, default all): ``1x1``, ``1x2`` (1 process x 2 threads), 
 ``1x2:r8`` eight rounds), ``:sN`` trains with SSP staleness N instead of BSP (``2x1:s1``),
 ``:p`` / ``:n`` with the processes taking turns on the vocabulary or not (``2x1:n`` is
 AD-LDA: ``--process-partition on/off``; without either, the default, auto);
+``Px1:i`` is no layout of one run but the machine's own ceiling for P processes: P
+one-thread runs of the whole corpus at once, each its own cluster, nothing exchanged
+(their tokens/s summed), so the cores, caches and memory contend as P processes' do and
+nothing else does; a layout's tokens/s against it is what its coordination costs;
 any ``PxT`` or ``Pp/Ss`` is a layout too (``1x16``, ``16x1`` on 16 cores). For each it
 prints tokens/s, bytes pulled and pushed per token, worker CPU-seconds
 per token spent in the sampling kernels and outside them (parameter-server actors, comms,
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -59,7 +64,11 @@ def settings_of(layout: str) -> dict:
     {'workers': 2, 'threads_per_worker': 1, 'staleness': 1.0}
     >>> settings_of("2x2:p"), settings_of("2x1:n")["process_partition"]
     ({'workers': 2, 'threads_per_worker': 2, 'process_partition': 'on'}, 'off')
+    >>> settings_of("2x1:i")  # two one-thread runs at once (measure)
+    {'workers': 2, 'threads_per_worker': 1, 'independent': True}
     """
+    if layout.endswith(":i"):
+        return settings_of(layout[:-2]) | {"independent": True}
     turns = {":p": "on", ":n": "off"}.get(layout[-2:])
     layout, _, stale = (layout[:-2] if turns else layout).partition(":s")
     name, _, rounds = layout.partition(":r")
@@ -88,11 +97,22 @@ def layout_cores(layout: str) -> int:
 
 def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_tokens: int
             ) -> dict:
-    """One training run of ``layout``; its medians and LL/token per iteration."""
+    """One training run of ``layout``; its medians and LL/token per iteration.
+
+    ``Px1:i``: P one-thread runs at once (:func:`independent`).
+    """
+    settings = settings_of(layout)
+    if settings.pop("independent", False):
+        return independent(corpus, out, int(settings["workers"]), args, n_tokens)
     records, wall, _ = run(corpus, os.path.join(out, "model.zarr"), n_topics=args.topics,
                            iterations=args.iterations, sampler=args.sampler, seed=args.seed,
-                           **settings_of(layout))
-    rs = records[args.skip:] or records
+                           **settings)
+    return summary(records, wall, args.skip, n_tokens)
+
+
+def summary(records: list[dict], wall: float, skip: int, n_tokens: int) -> dict:
+    """A run's medians over the iterations after ``skip`` and its LL/token per iteration."""
+    rs = records[skip:] or records
 
     def med(key: str) -> float:
         return float(statistics.median(float(r[key]) for r in rs))
@@ -107,6 +127,54 @@ def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_toke
             "clock_s": med("clock_s"), "ll_s": med("ll_s"), "wait_s": med("wait_s"),
             "ll_per_token": [float(r["ll_per_token"]) for r in records], "wall_s": wall,
             "elapsed_s": [float(r["elapsed"]) for r in records]}
+
+
+def _one_run(conn, corpus: str, out: str, kw: dict, skip: int, n_tokens: int) -> None:
+    """A child of :func:`independent`: one 1 x 1 run; its summary goes back on ``conn``."""
+    records, wall, _ = run(corpus, out, workers=1, threads_per_worker=1, **kw)
+    conn.send(summary(records, wall, skip, n_tokens))
+    conn.close()
+
+
+def independent(corpus: str, out: str, n: int, args: argparse.Namespace, n_tokens: int
+                ) -> dict:
+    """``n`` one-thread runs of the whole corpus at once, each its own embedded cluster.
+
+    Nothing passes between them, so what slows each against a 1 x 1 run alone is the
+    machine (cores, caches, memory shared with the others), as it is for ``n`` worker
+    processes. Returns their tokens/s summed, CPU a token and phases averaged, and the
+    first run's LL/token (every run is the same chain). Spawned processes (not daemons:
+    each starts its cluster's).
+    """
+    ctx = multiprocessing.get_context("spawn")
+    kw = dict(n_topics=args.topics, iterations=args.iterations, sampler=args.sampler,
+              seed=args.seed)
+    conns, procs = [], []
+    for i in range(n):
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_one_run, args=(send, corpus,
+                                                  os.path.join(out, f"independent{i}.zarr"),
+                                                  kw, args.skip, n_tokens))
+        proc.start()
+        send.close()
+        conns.append(recv)
+        procs.append(proc)
+    try:
+        got = [c.recv() for c in conns]
+    except EOFError:
+        raise SystemExit(f"scale_out: one of {n} independent runs failed (its error is "
+                         "above)") from None
+    finally:
+        for proc in procs:
+            proc.join()
+    out_ = dict(got[0])
+    out_["tokens_per_s"] = sum(g["tokens_per_s"] for g in got)
+    for key in ("pulled_per_token", "pushed_per_token", "kernel_cpu_us_per_token",
+                "other_cpu_us_per_token", "pull_s", "push_s", "kernel_s", "clock_s", "ll_s",
+                "wait_s"):
+        out_[key] = statistics.fmean(g[key] for g in got)
+    out_["wall_s"] = max(g["wall_s"] for g in got)
+    return out_
 
 
 def cpu_ceiling(base: dict, layout: dict, n_cores: int) -> float:
@@ -137,11 +205,14 @@ def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> l
     def ratios(a: str, b: str, key: str) -> tuple[float, list[float]] | None:
         """Ratio of the medians over the rounds, and the rounds' own ratios (None: not run).
 
-        A layout name also matches its ``:rN`` variants (the first one measured).
+        A layout name also matches its variants (``:rN``, ``:p`` ...: the first one measured
+        where it was not), never ``:i`` (no layout: the machine's ceiling).
         """
         if not runs:
             return None
-        a, b = (next((n for n in runs if n == x or n.startswith(x + ":")), x) for x in (a, b))
+        a, b = (x if x in runs else next(
+            (n for n in runs if n.startswith(x + ":") and not n.endswith(":i")), x)
+            for x in (a, b))
         if a not in runs or b not in runs:
             return None
         pairs = [(x[key], y[key]) for x, y in zip(runs[a], runs[b], strict=True) if y[key]]
@@ -186,13 +257,20 @@ def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> l
             lines.append(f"- {name}: CPU-bound ceiling {ceiling:.2f}x 1x1 ({used} cores at its "
                          f"kernel + other CPU a token against 1x1's kernel CPU); measured "
                          f"{got:.2f}x, {100 * got / ceiling:.0f}% of it")
+        # against the machine's own ceiling (Px1:i: P runs at once, nothing exchanged): what
+        # a layout's coordination costs on as many cores
+        for ind in (n for n in res if n.endswith(":i")):
+            lines += [f"- {name} vs {ind} ({layout_cores(ind)} one-thread runs at once, "
+                      f"nothing exchanged), tokens/s: {ratio(name, ind, 'tokens_per_s')}"
+                      for name in res if not name.endswith(":i")
+                      and layout_cores(name) == layout_cores(ind)]
         lines.append("- LL/token after the last iteration: " + ", ".join(
             f"{name} {r['ll_per_token'][-1]:.4f}" for name, r in res.items()))
         # tokens/s is not what a user waits for: processes lag a clock per iteration
         # (AD-LDA), threads share one chain. The time each layout takes to the worst last
         # LL/token of all (from its first iteration's end, as `biglda layout` ranks them):
         curves = {n: [list(zip(r["elapsed_s"], r["ll_per_token"], strict=True))]
-                  for n, r in res.items() if "elapsed_s" in r}
+                  for n, r in res.items() if "elapsed_s" in r and not n.endswith(":i")}
         if base in curves and len(curves) > 1:
             _, target, secs = pick(curves)
             lines += [f"- {name}: to LL/token {target:.4f} in {secs[name]:.1f} s against "

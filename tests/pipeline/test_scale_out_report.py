@@ -61,3 +61,24 @@ def test_the_ceiling_line_compares_the_same_rounds_as_the_ratio(scale_out):
            "(target >= 1.8x)" in lines
     assert ("- 1x2: CPU-bound ceiling 1.82x 1x1 (2 cores at its kernel + other CPU a token "
             "against 1x1's kernel CPU); measured 1.70x, 94% of it") in lines
+
+
+def test_layouts_against_the_machines_own_ceiling(scale_out):
+    """``Px1:i`` (P one-thread runs at once, nothing exchanged) is the ceiling of the layouts
+    on as many cores: each gets a line against it; it is no chain of its own, so it has no
+    time-to-model line."""
+    assert scale_out.layout_cores("2x1:i") == 2
+    runs = {"1x1": [_layout(8.0e6, [1.0, 2.0], [-9.0, -8.0])],
+            "2x1:i": [_layout(15.0e6, [1.0, 2.0], [-9.0, -8.0])],
+            "2x1:p": [_layout(12.0e6, [1.0, 1.6], [-9.0, -8.0])],
+            "1x2": [_layout(14.0e6, [1.0, 1.5], [-9.0, -8.0])],
+            "4x1:p": [_layout(10.0e6, [1.0, 2.0], [-9.0, -8.0])]}
+    lines = scale_out.report({k: v[0] for k, v in runs.items()}, runs)
+    assert ("- 2x1:p vs 2x1:i (2 one-thread runs at once, nothing exchanged), tokens/s: 0.80x"
+            in lines)
+    assert "- 1x2 vs 2x1:i (2 one-thread runs at once, nothing exchanged), tokens/s: 0.93x" \
+        in lines
+    assert not [ln for ln in lines if ln.startswith(("- 4x1:p vs 2x1:i", "- 1x1 vs 2x1:i"))]
+    assert not [ln for ln in lines if "to LL/token" in ln and "2x1:i" in ln]
+    # the target's "2 processes" line takes a layout of 2 processes, not the ceiling
+    assert "- 2 processes vs 1, tokens/s: 1.50x (target >= 1.8x)" in lines
