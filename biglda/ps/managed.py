@@ -34,7 +34,10 @@ process resamples in that step. It posts the step's whole delta to that range's 
 posts of the clock's earlier steps, those of the processes that had it before
 (:meth:`EarlyUpdates.wait_window`): exactly those, so what a reader folds does not depend on
 when it asks and BSP stays deterministic. One call out and one in per step, whatever the
-number of processes; a process waits only for the one that had its range the step before.
+number of processes, and neither a round trip on the sweep's path: the question is asked
+before the step before is swept (:meth:`EarlyUpdates.ask_window`), the post sent without
+waiting for its answer (:meth:`EarlyUpdates.send_step`); a process waits only for the one
+that had its range the step before.
 """
 
 from __future__ import annotations
