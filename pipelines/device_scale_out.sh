@@ -23,6 +23,10 @@
 # PARTITIONED="1x1,1x16": those layouts also with lightlda (K = 1,000) and cgs (K = 100), the
 # samplers whose threads share a sweep by tomotopy's PARTITION (about 2 minutes more).
 #
+# A layout `16x1:i` in LAYOUTS adds the machine's own ceiling: 16 one-thread runs at once, each
+# its own embedded cluster, nothing exchanged (scale_out.py); every 16-core layout then gets a
+# line against it (what its coordination costs), at the price of one more run.
+#
 # PROFILE=PxT (e.g. 1x16) also trains that layout for 20 iterations under py-spy (every
 # thread of every process, idle or not, 20 samples a second) and prints where each busy
 # thread spent its time (pipelines/pyspy_threads.py; about 40 s). It needs the py-spy wheel

@@ -103,6 +103,9 @@ def measure(corpus: str, out: str, layout: str, args: argparse.Namespace, n_toke
     """
     settings = settings_of(layout)
     if settings.pop("independent", False):
+        if settings != {"workers": settings["workers"], "threads_per_worker": 1}:
+            raise SystemExit(f"scale_out: {layout}: ':i' is for P x 1 layouts only (P "
+                             "one-thread runs at once)")
         return independent(corpus, out, int(settings["workers"]), args, n_tokens)
     records, wall, _ = run(corpus, os.path.join(out, "model.zarr"), n_topics=args.topics,
                            iterations=args.iterations, sampler=args.sampler, seed=args.seed,
@@ -131,8 +134,9 @@ def summary(records: list[dict], wall: float, skip: int, n_tokens: int) -> dict:
 
 def _one_run(conn, corpus: str, out: str, kw: dict, skip: int, n_tokens: int) -> None:
     """A child of :func:`independent`: one 1 x 1 run; its summary goes back on ``conn``."""
+    start = time.time()
     records, wall, _ = run(corpus, out, workers=1, threads_per_worker=1, **kw)
-    conn.send(summary(records, wall, skip, n_tokens))
+    conn.send(summary(records, wall, skip, n_tokens) | {"start": start})
     conn.close()
 
 
@@ -142,9 +146,10 @@ def independent(corpus: str, out: str, n: int, args: argparse.Namespace, n_token
 
     Nothing passes between them, so what slows each against a 1 x 1 run alone is the
     machine (cores, caches, memory shared with the others), as it is for ``n`` worker
-    processes. Returns their tokens/s summed, CPU a token and phases averaged, and the
-    first run's LL/token (every run is the same chain). Spawned processes (not daemons:
-    each starts its cluster's).
+    processes. Returns their tokens/s summed, CPU a token and phases averaged, the first
+    run's LL/token (every run is the same chain), and ``overlap``: the share of the longest
+    run's wall time that all ran at once (the sum holds where it is near 1; a warning
+    below 0.9). Spawned processes (not daemons: each starts its cluster's).
     """
     ctx = multiprocessing.get_context("spawn")
     kw = dict(n_topics=args.topics, iterations=args.iterations, sampler=args.sampler,
@@ -174,6 +179,13 @@ def independent(corpus: str, out: str, n: int, args: argparse.Namespace, n_token
                 "wait_s"):
         out_[key] = statistics.fmean(g[key] for g in got)
     out_["wall_s"] = max(g["wall_s"] for g in got)
+    both = (min(g["start"] + g["wall_s"] for g in got) - max(g["start"] for g in got))
+    out_["overlap"] = max(0.0, both) / out_["wall_s"] if out_["wall_s"] > 0 else 0.0
+    del out_["start"]
+    if out_["overlap"] < 0.9:
+        print(f"scale_out: the {n} independent runs overlapped for only "
+              f"{100 * out_['overlap']:.0f}% of the longest: their sum overstates the ceiling",
+              file=sys.stderr, flush=True)
     return out_
 
 
