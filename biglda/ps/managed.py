@@ -58,6 +58,8 @@ from biglda.ps.protocol import NO_CLOCK
 ROUNDS = 4
 #: Bytes of one (word, topic, count) entry on the wire.
 ENTRY_BYTES = 12
+#: Seconds a window's mailbox holds a question for the steps before it answers without them.
+STEP_WAIT = 0.5
 
 _EMPTY = np.zeros(0, dtype=np.int32)
 
@@ -170,7 +172,7 @@ class EarlyUpdates:
 
     # -- receiving -----------------------------------------------------------------------
     def ask_window(self, tables: TableClient, clock: int, window: int, n: int,
-                   wait: float = 0.5) -> Any:
+                   wait: float = STEP_WAIT) -> Any:
         """Ask the mailbox now for what :meth:`wait_window` folds; pass it the answer's future.
 
         Asked before the step before is swept, the posts come while it sweeps (one round
@@ -181,7 +183,7 @@ class EarlyUpdates:
 
     def wait_window(self, tables: TableClient, clock: int, window: int, n: int,
                     into: Sequence[tuple[np.ndarray, np.ndarray]], timeout: float,
-                    alive: Callable[[], bool] | None = None, wait: float = 0.5,
+                    alive: Callable[[], bool] | None = None, wait: float = STEP_WAIT,
                     asked: Any = None) -> int | None:
         """Fold the moves of steps ``0 .. n - 1`` of ``clock`` on ``window``, once all came.
 

@@ -761,26 +761,26 @@ def _halves_state(part, keep: bool, rows: list[int], n_topics: int
     """
     shape = [(r, n_topics) for r in rows]
 
-    def zeroed(got: list[np.ndarray] | None) -> list[np.ndarray]:
-        if got is None or [c.shape for c in got] != shape:
+    def fits(cs: list[np.ndarray] | None) -> bool:
+        return cs is not None and [c.shape for c in cs] == shape
+
+    def zeroed(cs: list[np.ndarray] | None, clear: bool) -> list[np.ndarray]:
+        if not fits(cs):
             return [np.zeros(sh, dtype=np.int32) for sh in shape]
-        for c in got:
+        for c in cs if clear else ():
             c.fill(0)
-        return got
+        return cs
 
     if not part.windowed:  # (given back all zero by the sweep before, or new)
-        one = part.layout.take("lightlda-doc-counts") if keep else None
-        if keep and (one is None or [c.shape for c in one] != shape):
-            one = [np.zeros(sh, dtype=np.int32) for sh in shape]
+        one = zeroed(part.layout.take("lightlda-doc-counts"), False) if keep else None
         return [one, one], [None, None]
     got = part.carried.get("lightlda-halves")
-    fits = got is not None and all(
-        (cs is None) != keep and (cs is None or [c.shape for c in cs] == shape) for cs in got[0])
-    if fits and part.current:
+    usable = got is not None and all(fits(cs) if keep else cs is None for cs in got[0])
+    if usable and part.current:
         return list(got[0]), list(got[1])
     if not keep:
         return [None, None], [None, None]
-    return [zeroed(got[0][h] if fits else None) for h in range(2)], [None, None]
+    return [zeroed(got[0][h] if usable else None, True) for h in range(2)], [None, None]
 
 
 # ``doc_counts`` and ``idx`` of a part that counts its documents' topics block by block.

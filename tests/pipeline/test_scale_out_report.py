@@ -82,3 +82,9 @@ def test_layouts_against_the_machines_own_ceiling(scale_out):
     assert not [ln for ln in lines if "to LL/token" in ln and "2x1:i" in ln]
     # the target's "2 processes" line takes a layout of 2 processes, not the ceiling
     assert "- 2 processes vs 1, tokens/s: 1.50x (target >= 1.8x)" in lines
+
+
+def test_the_ceiling_is_refused_for_a_layout_of_several_threads(scale_out):
+    """``:i`` runs one-thread runs at once: ``2x2:i`` is refused in one line, before any run."""
+    with pytest.raises(SystemExit, match=r"2x2:i: ':i' is for P x 1 layouts only"):
+        scale_out.measure("no-corpus.zarr", "no-out", "2x2:i", None, 1)
