@@ -196,3 +196,16 @@ class ShardCache:
             got += words.nbytes + topics.nbytes + counts.nbytes + dk.nbytes
         self.bytes_pulled += got
         return got
+
+    def advance(self, tables: TableClient, upto: int, timeout: float) -> int:
+        """Record on every table shard that this cache has every delta up to ``upto``.
+
+        For a cache that got the other processes' moves another way, exactly (the turns'
+        posts, :mod:`biglda.ps.managed`): a pull would bring them again. Returns 0 (bytes
+        pulled).
+        """
+        if any(r is None for r in self.received):
+            raise AssertionError(f"shard {self.shard}: advance before attach")
+        self.received = list(tables.advance(self.shard, upto, timeout))
+        return 0
+

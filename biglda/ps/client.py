@@ -149,26 +149,36 @@ class TableClient:
         call(self.send_step(shard, clock, window, step, words, topics, counts), timeout,
              f"shard {shard}: step {step} of clock {clock}")
 
-    def ask_window_steps(self, clock: int, window: int, n: int, wait: float) -> Any:
+    def ask_window_steps(self, window: int, steps: Sequence[tuple[int, int]], wait: float
+                         ) -> Any:
         """Ask for :meth:`window_steps` now; returns the call's future (its answer the same).
 
         A reader asks before it sweeps the step before, so the answer comes while it sweeps.
         """
         actor = self.actors[self.mailbox(window)]
-        return actor.window_steps(clock, window, n, wait)
+        return actor.window_steps(window, [(int(c), int(s)) for c, s in steps], wait)
 
-    def window_steps(self, clock: int, window: int, n: int, wait: float, timeout: float,
-                     asked: Any = None
+    def window_steps(self, window: int, steps: Sequence[tuple[int, int]], wait: float,
+                     timeout: float, asked: Any = None
                      ) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] | None:
-        """Return the posts of steps ``0 .. n - 1`` of ``clock`` on ``window`` (None: not yet).
+        """Return the posts of ``steps`` (``(clock, step)``) on ``window`` (None: not yet).
 
         :meth:`biglda.ps.table.TableShard.window_steps`: the actor waits up to ``wait`` s for
         them (no polling). ``asked``: the future of an :meth:`ask_window_steps` of the same
         steps made earlier, whose answer this takes instead of asking again.
         """
         if asked is None:
-            asked = self.ask_window_steps(clock, window, n, wait)
-        return call(asked, timeout + wait, f"the steps of clock {clock} on words' range {window}")
+            asked = self.ask_window_steps(window, steps, wait)
+        return call(asked, timeout + wait, f"the steps {list(steps)} on words' range {window}")
+
+    def advance(self, shard: int, upto: int, timeout: float) -> list[np.ndarray]:
+        """Tell every table shard that shard ``shard`` has every delta up to ``upto``.
+
+        :meth:`biglda.ps.table.TableShard.advance` (processes taking turns: a pull that
+        brings nothing). Returns ``received`` per table shard.
+        """
+        return call_all([a.advance(shard, upto) for a in self.actors], timeout,
+                        f"shard {shard}: advance to clock {upto}")
 
     def snapshots(self, clock: int, timeout: float, check: Check = None
                   ) -> list[tuple[float, np.ndarray] | None]:
@@ -247,6 +257,28 @@ class ClockClient:
         ``stats`` go to the mailbox as its statistics of clock ``completed - 1``.
         """
         call(self.actor.tick(shard, completed, stats), timeout, f"shard {shard}: clock tick")
+
+    def send_totals(self, clock: int, writer: int, dk: np.ndarray) -> Any:
+        """Post process ``writer``'s change of ``n_k`` in ``clock``; the call's future.
+
+        (:class:`biglda.ps.rules.TotalsBoard`: processes taking turns.)
+        """
+        return self.actor.totals_post(int(clock), int(writer), np.asarray(dk, np.int64))
+
+    def ask_totals(self, clock: int, n: int, wait: float) -> Any:
+        """Ask for :meth:`totals` now; returns the call's future."""
+        return self.actor.totals(int(clock), int(n), timeout=wait)
+
+    def totals(self, clock: int, n: int, wait: float, timeout: float, asked: Any = None
+               ) -> np.ndarray | None:
+        """Return the sum of ``n`` processes' changes of ``n_k`` in ``clock`` (None: not yet).
+
+        The actor waits up to ``wait`` s for them. ``asked``: an :meth:`ask_totals` future.
+        """
+        if asked is None:
+            asked = self.ask_totals(clock, n, wait)
+        got = call(asked, timeout + wait, f"the changes of n_k in clock {clock}")
+        return None if got is None else np.asarray(got, dtype=np.int64)
 
     def stop(self, timeout: float, at: int | None = None) -> int:
         """Stop every shard before clock ``at`` (None: as soon as possible); the stop clock."""

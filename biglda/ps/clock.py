@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from biglda.ps.protocol import ClockAnswer
-from biglda.ps.rules import AlphaBroker, ClockRules, StatsMailbox, alpha_answer
+from biglda.ps.rules import AlphaBroker, ClockRules, StatsMailbox, TotalsBoard, alpha_answer
 
 
 class ClockServer:
@@ -36,6 +36,8 @@ class ClockServer:
         The SSP bound (0: BSP, ``math.inf``: asynchronous).
     start_clock : int
         The clock every shard starts from.
+    ahead : int
+        Clocks a shard may start past the bound (:class:`biglda.ps.rules.ClockRules`).
 
     Examples
     --------
@@ -45,10 +47,12 @@ class ClockServer:
     <ClockAnswer.WAIT: 'wait'>
     """
 
-    def __init__(self, n_shards: int, staleness: float, start_clock: int = 0) -> None:
-        self.rules = ClockRules(n_shards, staleness, start_clock)
+    def __init__(self, n_shards: int, staleness: float, start_clock: int = 0,
+                 ahead: int = 0) -> None:
+        self.rules = ClockRules(n_shards, staleness, start_clock, ahead)
         self.alpha = AlphaBroker()
         self.mailbox = StatsMailbox()
+        self.board = TotalsBoard()
         self.ticks: list[tuple[int, int, float]] = []  # (shard, completed, time)
         self.starts: list[tuple[int, int, float, int]] = []  # (shard, clock, time, min clock)
         self._event: asyncio.Event | None = None
@@ -170,6 +174,27 @@ class ClockServer:
         while True:
             if self.rules.finished(clock):
                 return self.mailbox.collect(clock)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            await self._changed(left)
+
+    # -- the n_k board of processes taking turns -----------------------------------------
+    async def totals_post(self, clock: int, writer: int, dk: Any) -> None:
+        """Keep process ``writer``'s change of ``n_k`` in ``clock``."""
+        self.board.post(clock, writer, dk)
+        self._notify()
+
+    async def totals(self, clock: int, n: int, timeout: float = 5.0) -> Any:
+        """Return the sum of ``clock``'s changes of ``n_k`` once ``n`` processes posted them.
+
+        None after ``timeout`` seconds (or once the attempt is given up).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            total = self.board.total(clock, n)
+            if total is not None or self.rules.aborted:
+                return total
             left = deadline - time.monotonic()
             if left <= 0:
                 return None

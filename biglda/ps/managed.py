@@ -171,7 +171,7 @@ class EarlyUpdates:
         return len(words) * ENTRY_BYTES
 
     # -- receiving -----------------------------------------------------------------------
-    def ask_window(self, tables: TableClient, clock: int, window: int, n: int,
+    def ask_window(self, tables: TableClient, window: int, steps: Sequence[tuple[int, int]],
                    wait: float = STEP_WAIT) -> Any:
         """Ask the mailbox now for what :meth:`wait_window` folds; pass it the answer's future.
 
@@ -179,55 +179,58 @@ class EarlyUpdates:
         trip off each step's start). The mailbox answers within ``wait`` s either way; an
         answer without them makes :meth:`wait_window` ask again.
         """
-        return tables.ask_window_steps(clock, window, n, wait)
+        return tables.ask_window_steps(window, steps, wait)
 
-    def wait_window(self, tables: TableClient, clock: int, window: int, n: int,
+    def wait_window(self, tables: TableClient, window: int, steps: Sequence[tuple[int, int]],
                     into: Sequence[tuple[np.ndarray, np.ndarray]], timeout: float,
                     alive: Callable[[], bool] | None = None, wait: float = STEP_WAIT,
-                    asked: Any = None) -> int | None:
-        """Fold the moves of steps ``0 .. n - 1`` of ``clock`` on ``window``, once all came.
+                    asked: Any = None, k_from: int | None = None) -> int | None:
+        """Fold the moves of ``steps`` (``(clock, step)`` pairs) on ``window``, once all came.
 
         Exactly those steps' (one other process's each), so what a reader folds does not
         depend on when it asks: BSP stays deterministic. Only the rows this cache holds;
-        ``n_k`` takes the steps' totals. The mailbox answers once they are all there or after
-        ``wait`` seconds; then ``alive()`` says whether the run still goes on (a process
-        lost: None, the attempt is given up); TimeoutError past ``timeout``. ``asked``: the
-        future of :meth:`ask_window` for the same steps, answered first. Returns the
-        bytes received.
+        ``n_k`` takes those same entries for posts of clocks from ``k_from`` on (None: all),
+        the rows alone for older ones (the caller sets ``n_k`` from the clocks' totals). The
+        mailbox answers once they are all there or after ``wait`` seconds; then ``alive()``
+        says whether the run still goes on (a process lost: None, the attempt is given up);
+        TimeoutError past ``timeout``. ``asked``: the future of :meth:`ask_window` for the
+        same steps, answered first. Returns the bytes received.
         """
         start = time.monotonic()
+        steps = list(steps)
         while True:
-            posts = tables.window_steps(clock, window, n, wait, timeout, asked=asked)
+            posts = tables.window_steps(window, steps, wait, timeout, asked=asked)
             asked = None
             if posts is not None:
                 break
             if time.monotonic() - start > timeout:
-                raise TimeoutError(f"shard {self.cache.shard}: the steps before step {n} of "
-                                   f"clock {clock} on words' range {window} did not come "
-                                   f"within {timeout:g} s")
+                raise TimeoutError(f"shard {self.cache.shard}: the steps {steps} on words' "
+                                   f"range {window} did not come within {timeout:g} s")
             if alive is not None and not alive():
                 return None
         cache, got = self.cache, 0
-        a = tables.mailbox(window)
-        for writer, words, topics, counts in posts:
+        for (clock, _), (_, words, topics, counts) in zip(steps, posts, strict=True):
             local, keep = cache.rows_of(words)
             if keep is not None:
                 local, topics, counts = local[keep], topics[keep], counts[keep]
-            self._add(into, local, topics, counts)
-            # taken out again when the clock's pull brings it (settle)
-            self.batches[a].append((int(writer), int(clock), local, topics, counts))
+            self._add(into, local, topics, counts, k_from is None or clock >= k_from)
             got += ENTRY_BYTES * len(words)
             self.entries_received += len(words)
         self.bytes_received += got
         return got
 
     def _add(self, into: Sequence[tuple[np.ndarray, np.ndarray]], local: np.ndarray,
-             topics: np.ndarray, counts: np.ndarray) -> None:
-        """Add received entries (local ids) to each ``(n_wk, n_k)`` of ``into``."""
-        dk = np.bincount(topics, weights=counts, minlength=self.cache.n_topics).astype(np.int64)
+             topics: np.ndarray, counts: np.ndarray, with_k: bool = True) -> None:
+        """Add received entries (local ids) to each ``(n_wk, n_k)`` of ``into``.
+
+        ``with_k``: to ``n_k`` too (else to the rows only).
+        """
+        dk = (np.bincount(topics, weights=counts, minlength=self.cache.n_topics).astype(np.int64)
+              if with_k else None)
         for n_wk, n_k in into:
             add_coo(n_wk, local, topics, counts)
-            n_k += dk
+            if dk is not None:
+                n_k += dk
 
     def receive(self, tables: TableClient, into: Sequence[tuple[np.ndarray, np.ndarray]],
                 timeout: float) -> int:

@@ -31,6 +31,12 @@ class ClockRules:
         The SSP bound ``s`` (0: BSP, ``math.inf``: fully asynchronous).
     start_clock : int
         The clock every shard starts from (a resumed run's checkpoint clock).
+    ahead : int
+        Clocks a shard may start past the bound, where something else orders what it
+        reads: processes taking turns on the vocabulary (``--process-partition``) start a
+        clock's first step once the process that had its range in the clock before posted
+        it (:mod:`biglda.ps.managed`), not once every shard ticked. The staleness of what
+        they read stays ``staleness``; 0 for everyone else.
 
     Examples
     --------
@@ -42,10 +48,12 @@ class ClockRules:
     <ClockAnswer.GO: 'go'>
     """
 
-    def __init__(self, n_shards: int, staleness: float, start_clock: int = 0) -> None:
+    def __init__(self, n_shards: int, staleness: float, start_clock: int = 0,
+                 ahead: int = 0) -> None:
         self.n_shards = int(n_shards)
         self.staleness = float(staleness)
         self.start_clock = int(start_clock)
+        self.ahead = int(ahead)
         self.completed = np.full(self.n_shards, -1, dtype=np.int64)
         self.started = np.full(self.n_shards, -1, dtype=np.int64)
         self.stop_at = ALL_CLOCKS
@@ -57,11 +65,11 @@ class ClockRules:
         return int(self.completed.min())
 
     def may_start(self, clock: int) -> bool:
-        """Whether the SSP bound lets a shard start ``clock`` now."""
+        """Whether the SSP bound (and ``ahead``) lets a shard start ``clock`` now."""
         low = self.slowest
         if low < self.start_clock:  # somebody has not pushed its initial counts yet
             return False
-        return self.staleness == math.inf or low >= int(clock) - self.staleness
+        return self.staleness == math.inf or low >= int(clock) - self.staleness - self.ahead
 
     def request(self, shard: int, clock: int) -> ClockAnswer:
         """Answer shard ``shard`` asking to start ``clock``; a ``GO`` records the start.
@@ -164,6 +172,42 @@ def alpha_answer(rules: ClockRules, broker: AlphaBroker, clock: int, need: bool
     if int(clock) >= rules.stop_at:
         return ClockAnswer.STOP, None
     return ClockAnswer.WAIT, None
+
+
+class TotalsBoard:
+    """Each process's clock's change of ``n_k``, for processes taking turns on the vocabulary.
+
+    A process starts clock ``c`` from ``n_k`` after every process's clock ``c - 1``, as
+    under BSP, without waiting for their pushes: each posts its clock's ``dk`` once it has
+    swept it, and reads the sum of clock ``c - 1``'s once all ``n`` are here. Posts of a
+    clock older than the newest but two are dropped: a process two clocks behind cannot
+    exist (``ClockRules.ahead`` is 1).
+
+    Examples
+    --------
+    >>> board = TotalsBoard()
+    >>> board.post(3, 0, [1, 0]); board.total(3, 2) is None
+    True
+    >>> board.post(3, 1, [0, 2]); board.total(3, 2).tolist()
+    [1, 2]
+    """
+
+    def __init__(self) -> None:
+        self.posts: dict[int, dict[int, np.ndarray]] = {}
+
+    def post(self, clock: int, writer: int, dk: Any) -> None:
+        """Keep ``writer``'s ``dk`` of ``clock`` (a repeated post replaces its own)."""
+        clock = int(clock)
+        self.posts.setdefault(clock, {})[int(writer)] = np.asarray(dk, dtype=np.int64)
+        for c in [c for c in self.posts if c < clock - 2]:
+            del self.posts[c]
+
+    def total(self, clock: int, n: int) -> np.ndarray | None:
+        """Return the sum of ``clock``'s posts once ``n`` writers posted it, else None."""
+        got = self.posts.get(int(clock), {})
+        if len(got) < int(n):
+            return None
+        return np.sum([got[w] for w in sorted(got)], axis=0)
 
 
 class StatsMailbox:

@@ -69,7 +69,8 @@ class ParameterServer:
 
 def start_parameter_server(client: Any, n_words: int, n_topics: int, n_shards: int,
                            beta: float, staleness: float, workers: list[str],
-                           start_clock: int = 0, timeout: float = 60.0) -> ParameterServer:
+                           start_clock: int = 0, timeout: float = 60.0,
+                           ahead: int = 0) -> ParameterServer:
     """Create one :class:`TableShard` per worker (row ranges of ``n_wk``) and a ClockServer.
 
     Parameters
@@ -89,6 +90,9 @@ def start_parameter_server(client: Any, n_words: int, n_topics: int, n_shards: i
         The clock every shard starts from.
     timeout : float
         Seconds to wait for the actors.
+    ahead : int
+        Clocks a shard may start past the bound (1: processes taking turns,
+        :class:`biglda.ps.rules.ClockRules`).
 
     Returns
     -------
@@ -99,7 +103,7 @@ def start_parameter_server(client: Any, n_words: int, n_topics: int, n_shards: i
                           n_shards, beta, actor=True, workers=[w], allow_other_workers=False,
                           pure=False)
             for i, w in enumerate(workers[:len(bounds) - 1])]
-    clock_fut = client.submit(ClockServer, n_shards, staleness, start_clock, actor=True,
+    clock_fut = client.submit(ClockServer, n_shards, staleness, start_clock, ahead, actor=True,
                               workers=[workers[0]], allow_other_workers=False, pure=False)
     actors = future_results([*futs, clock_fut], timeout, "starting the parameter server")
     return ParameterServer(client=PSClient.from_actors(actors[:-1], bounds, actors[-1]),

@@ -191,6 +191,7 @@ class TableShard:
         self.n_ignored = 0
         # work counters (entries, not seconds): see info()
         self.n_pulls = 0
+        self.n_advances = 0        # pulls that send nothing (processes taking turns)
         self.fold_entries = 0      # pushed entries summed into folded clocks
         self.pull_rows_probed = 0  # row_ptr lookups / mask tests to cut D_c slices
         self.pull_gathered = 0     # D_c entries copied out
@@ -202,10 +203,11 @@ class TableShard:
         self._offers: dict[int, tuple[int, list[tuple[np.ndarray, ...]]]] = {}
         self.offer_entries_in = 0
         self.offer_entries_out = 0
-        # the steps of --process-partition: window -> {step: (writer, words, topics,
-        # counts)} of clock _steps_clock, and the event a reader of a window waits on
-        self._steps: dict[int, dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
-        self._steps_clock = NO_CLOCK
+        # the steps of --process-partition: window -> {(clock, step): (writer, words, topics,
+        # counts)}, the newest clock dropped on each window, and the event a reader waits on
+        self._steps: dict[int, dict[tuple[int, int],
+                                    tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self._steps_dropped: dict[int, int] = {}
         self._step_events: dict[int, asyncio.Event] = {}
         self.step_entries_in = 0
         self.step_entries_out = 0
@@ -598,49 +600,55 @@ class TableShard:
                         words: np.ndarray, topics: np.ndarray, counts: np.ndarray) -> int:
         """Keep writer ``writer``'s moves of ``step`` of ``clock`` on window ``window``.
 
-        For the processes that resample the window later in the clock
+        For the processes that resample the window after it, in this clock or the next
         (:meth:`window_steps`); ``words`` are global ids of the window's rows (any table
         shard's: this actor is the window's mailbox, not its rows' keeper). Like offers,
-        never applied: the clock's push holds the moves too. The first post of a clock drops
-        the clock before's (under BSP every process has pushed it, so none reads it again).
-        Returns how many steps of the window the clock has here; 0: a post of an older clock
-        (ignored). Runs on the worker's event loop, as :meth:`window_steps` does.
+        never applied: the clock's push holds the moves too. A post of clock ``c`` drops the
+        window's posts of clocks up to ``c - 2``: it was made after the window's first step
+        of ``c``, which waited for every step of ``c - 1`` on it, whose readers had read
+        those. Returns how many steps of ``clock`` the window has here; 0: a post of a
+        clock dropped already (ignored). Runs on the worker's event loop, as
+        :meth:`window_steps` does.
         """
         clock, window, step = int(clock), int(window), int(step)
-        if clock < self._steps_clock:
+        if clock <= self._steps_dropped.get(window, NO_CLOCK):
             return 0
-        if clock > self._steps_clock:
-            self._steps.clear()
-            self._steps_clock = clock
         posts = self._steps.setdefault(window, {})
-        posts[step] = (int(writer), np.asarray(words).astype(np.int32, copy=False),
-                       np.asarray(topics).astype(np.int32, copy=False),
-                       np.asarray(counts).astype(np.int32, copy=False))
+        posts[clock, step] = (int(writer), np.asarray(words).astype(np.int32, copy=False),
+                              np.asarray(topics).astype(np.int32, copy=False),
+                              np.asarray(counts).astype(np.int32, copy=False))
+        if clock - 2 > self._steps_dropped.get(window, NO_CLOCK):
+            self._steps_dropped[window] = clock - 2
+            for key in [key for key in posts if key[0] <= clock - 2]:
+                del posts[key]
         self.step_entries_in += len(words)
         self.bytes_in += 12 * len(words)
         event = self._step_events.pop(window, None)
         if event is not None:
             event.set()
-        return len(posts)
+        return sum(1 for c, _ in posts if c == clock)
 
-    async def window_steps(self, clock: int, window: int, n: int, wait: float
+    async def window_steps(self, window: int, steps: list[tuple[int, int]], wait: float
                            ) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] | None:
-        """Return the posts of steps ``0 .. n - 1`` of ``clock`` on ``window``, in step order.
+        """Return the posts of ``steps`` (``(clock, step)`` pairs) on ``window``, in order.
 
-        ``[(writer, words, topics, counts)]``, once all ``n`` are here; None if they did not
-        all come within ``wait`` seconds (the caller asks again, or gives up). Exactly those
+        ``[(writer, words, topics, counts)]``, once all are here; None if they did not all
+        come within ``wait`` seconds (the caller asks again, or gives up). Exactly those
         steps, whenever asked: what a reader folds does not depend on timing (BSP stays
         deterministic).
         """
-        clock, window, n = int(clock), int(window), int(n)
+        window = int(window)
+        steps = [(int(c), int(s)) for c, s in steps]
         deadline = time.monotonic() + wait
         while True:
-            if clock < self._steps_clock:
-                raise RuntimeError(f"steps of clock {clock} asked of table shard "
-                                   f"{self.index} after clock {self._steps_clock}'s came")
-            posts = self._steps.get(window, {}) if clock == self._steps_clock else {}
-            if all(s in posts for s in range(n)):
-                out = [posts[s] for s in range(n)]
+            dropped = self._steps_dropped.get(window, NO_CLOCK)
+            if any(c <= dropped for c, _ in steps):
+                raise RuntimeError(f"steps {steps} asked of table shard {self.index} after "
+                                   f"its posts of clock {dropped} on words' range {window} "
+                                   f"were dropped")
+            posts = self._steps.get(window, {})
+            if all(key in posts for key in steps):
+                out = [posts[key] for key in steps]
                 self.step_entries_out += sum(len(p[1]) for p in out)
                 self.bytes_out += 12 * sum(len(p[1]) for p in out)
                 return out
@@ -650,6 +658,25 @@ class TableShard:
             event = self._step_events.setdefault(window, asyncio.Event())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), left)
+
+    def advance(self, shard: int, upto: int) -> np.ndarray:
+        """Record that reader ``shard`` has every writer's deltas of clocks up to ``upto``.
+
+        A pull that sends nothing: processes taking turns folded every other process's moves
+        as the windows' posts (their caches are exact), so a pull would only bring them
+        again. Every writer must have pushed ``upto`` (the clock's admission says so); the
+        log is trimmed as after a pull. Returns the reader's ``received``.
+        """
+        shard, upto = int(shard), int(upto)
+        if int(self.applied.min()) < upto:
+            raise RuntimeError(f"shard {shard} advanced to clock {upto} on table shard "
+                               f"{self.index}, which has pushes only up to "
+                               f"{int(self.applied.min())}")
+        np.maximum(self._received[shard], upto, out=self._received[shard])
+        self.n_advances += 1
+        self._share_received(shard)
+        self._trim()
+        return self._received[shard].copy()
 
     # -- read-outs ----------------------------------------------------------------------
     def snapshot(self, clock: int) -> tuple[float, np.ndarray] | None:
@@ -679,7 +706,7 @@ class TableShard:
 
         Bytes in/out, pushes applied/ignored, log length, applied clocks, the threads a
         large push is applied on (``apply_threads``) and how many were (``parallel_applies``),
-        and the work of
+        the pulls that sent nothing (``advances``), and the work of
         pulls in entries (``fold_entries``: pushed entries summed into folded clocks; per
         pull: ``pull_rows_probed``, ``pull_gathered``, ``pull_log_scanned``,
         ``pull_merged``, ``pull_own``, ``pull_entries_out``).
@@ -692,7 +719,8 @@ class TableShard:
                 "applied": self.applied.tolist(), "apply_threads": self.apply_threads,
                 "parallel_applies": self.parallel_applies,
                 "row_ll": self.row_ll, "nbytes": int(self.n_wk.nbytes),
-                "pulls": self.n_pulls, "fold_entries": self.fold_entries,
+                "pulls": self.n_pulls, "advances": self.n_advances,
+                "fold_entries": self.fold_entries,
                 "pull_rows_probed": self.pull_rows_probed,
                 "pull_gathered": self.pull_gathered, "pull_log_scanned": self.pull_log_scanned,
                 "pull_merged": self.pull_merged, "pull_own": self.pull_own,

@@ -50,7 +50,7 @@ from biglda.trainer.placement import (
     propose_rebalance,
     throughput,
 )
-from biglda.trainer.worker import GroupSpec, run_group_failfast
+from biglda.trainer.worker import GroupSpec, processes_take_turns, run_group_failfast
 
 log = logging.getLogger("biglda.train")
 
@@ -182,9 +182,14 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
     workers = [a for a, _, _ in slots]
     st.clock = st.start_clock
     st.t_fail = time.time()
+    # ranked by their first shard, not by address: a recovery that places the same shard
+    # groups on new workers takes the same turns on the vocabulary (--process-partition)
+    processes = sorted(by_process(groups), key=lambda g: min(s.index for t in g[1] for s in t))
+    # processes taking turns start a clock once the posts it needs came, not at a barrier
     ps = start_parameter_server(run.client, corpus.n_words, cfg.n_topics, n_shards, cfg.beta,
                                 cfg.staleness, workers, start_clock=st.start_clock,
-                                timeout=cfg.call_timeout)
+                                timeout=cfg.call_timeout,
+                                ahead=int(processes_take_turns(cfg, len(processes))))
     # a resumed or recovered run starts with its optimized alpha
     alpha = alpha_from_history(st.history, cfg)
     # The throughput balance: measure clocks start+1 .. start+balance_after-1 (the first clock
@@ -198,9 +203,6 @@ def _submit(run: Run, slots: Slots, st: RunState) -> _Attempt:
     worker_cfg = cfg.for_workers()
     futures: list[Any] = []
     addrs: list[str] = []
-    # ranked by their first shard, not by address: a recovery that places the same shard
-    # groups on new workers takes the same turns on the vocabulary (--process-partition)
-    processes = sorted(by_process(groups), key=lambda g: min(s.index for t in g[1] for s in t))
     for rank, (addr, threads) in enumerate(processes):
         members = [s for t in threads for s in t]
         spec = GroupSpec(

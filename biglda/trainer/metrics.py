@@ -62,13 +62,17 @@ def shard_clock_stats(*, shard: int, worker: str, backend: str, clock: int, res:
     """Return the stats of one shard's clock.
 
     ``times``: the moments ``start``, ``waited`` (the SSP wait done), ``pull``, ``sweep``,
-    ``ll``, ``push`` and ``end``; ``res``: the sampler's SweepResult.
+    ``ll``, ``push`` and ``end``, and optionally ``step_wait``, seconds of the sweep spent
+    waiting for other processes (the steps of processes taking turns): they count as wait,
+    not as sweep; ``res``: the sampler's SweepResult.
     """
     t = times
+    step_wait = t.get("step_wait", 0.0)
     return ShardClockStats(
         shard=shard, worker=worker, backend=backend, clock=clock, tokens=res.n_tokens,
-        kernel_s=res.seconds, wait_s=t["waited"] - t["start"], pull_s=t["pull"] - t["waited"],
-        sweep_s=t["sweep"] - t["pull"], ll_s=t["ll"] - t["sweep"], push_s=t["push"] - t["ll"],
+        kernel_s=res.seconds, wait_s=t["waited"] - t["start"] + step_wait,
+        pull_s=t["pull"] - t["waited"], sweep_s=t["sweep"] - t["pull"] - step_wait,
+        ll_s=t["ll"] - t["sweep"], push_s=t["push"] - t["ll"],
         checkpoint_s=t["end"] - t["push"], clock_s=t["end"] - t["start"], t_start=t["start"],
         t_end=t["end"], bytes_pulled=pulled, bytes_pushed=pushed, accept_rate=res.accept_rate,
         doc_ll=doc_ll, checkpoint=wrote, kernel_cpu_s=kernel_cpu_s, process_cpu_s=process_cpu_s)

@@ -44,6 +44,7 @@ import numpy as np
 
 from biglda.ps import ALL_CLOCKS, ClockAnswer, PSClient
 from biglda.ps.calls import call_all
+from biglda.ps.managed import STEP_WAIT
 from biglda.trainer import checkpoint as ckpt
 from biglda.trainer.alpha import alpha_due
 from biglda.trainer.config import TrainConfig
@@ -78,6 +79,69 @@ class GroupSpec:
     thread_sizes: tuple[int, ...] = ()   # shards per sampling thread, in ``shards`` order
     process_rank: int = 0                # this process's place among the attempt's processes
     n_processes: int = 1                 # (the steps of --process-partition)
+
+
+#: Windows of words a process sweeps a clock when processes take turns: W = this x P.
+#: With one a process (W = P, until the twenty-second session) each step waited for the
+#: process that had its window the step before, and windows of equal tokens are not of
+#: equal cost (cgs, synth4m, K = 100: the window of frequent words 0.12 µs a token, the
+#: other 0.20), so each process lost the difference every clock (2 processes: 17% of a
+#: clock's wall waiting). With two, a step waits for a step two back: the difference
+#: evens out within the clock (pipelines/README.md, "Twenty-second session").
+WINDOWS_PER_PROCESS = 2
+
+
+@dataclass(frozen=True)
+class Turns:
+    """The schedule of ``n_processes`` processes taking turns on ``n_windows`` windows.
+
+    A clock is W steps; in step ``s`` process ``p`` resamples window ``(p m + s) mod W``
+    (``m`` windows a process, W = m P), so no window is in two processes in one step, and
+    every process has every window once a clock.
+
+    Examples
+    --------
+    >>> t = Turns(2, 2)
+    >>> [t.window(0, s) for s in range(4)], [t.window(1, s) for s in range(4)]
+    ([0, 1, 2, 3], [2, 3, 0, 1])
+    >>> t.since(0, 5, 1, first_clock=0), t.since(0, 5, 3, first_clock=0)
+    ([(4, 3)], [(5, 1)])
+    >>> t.since(0, 0, 1, first_clock=0)
+    []
+    """
+
+    n_processes: int
+    per_process: int = WINDOWS_PER_PROCESS
+
+    @property
+    def n_windows(self) -> int:
+        """W: the windows (and steps) of a clock."""
+        return self.n_processes * self.per_process
+
+    def window(self, rank: int, step: int) -> int:
+        """Return the window process ``rank`` resamples in ``step``."""
+        return (rank * self.per_process + step) % self.n_windows
+
+    def since(self, rank: int, clock: int, step: int, first_clock: int
+              ) -> list[tuple[int, int]]:
+        """Return the steps ``(clock, step)`` that moved ``rank``'s window since it had it.
+
+        The other processes' steps on it after ``step`` in the clock before (none at the
+        attempt's ``first_clock``: the attach brought them) and before ``step`` in this one,
+        in order: one each.
+        """
+        w, m, n = self.window(rank, step), self.per_process, self.n_windows
+        held = sorted((w - q * m) % n for q in range(self.n_processes) if q != rank)
+        before = [] if clock == first_clock else [(clock - 1, t) for t in held if t > step]
+        return before + [(clock, t) for t in held if t < step]
+
+
+def processes_take_turns(cfg: TrainConfig, n_processes: int) -> bool:
+    """Whether the attempt's ``n_processes`` processes take turns on the vocabulary.
+
+    (``--process-partition``, resolved by :meth:`TrainConfig.with_sampler_chosen`.)
+    """
+    return cfg.process_partition == "on" and n_processes > 1
 
 
 def gpu_probe() -> dict[str, Any]:
@@ -251,6 +315,11 @@ class _ProcessState:
         self.early: Any = None  # EarlyUpdates once attached, with --comm-budget or steps
         # --process-partition: the cache's rows of each range of words (_process_windows)
         self.windows: list[tuple[int, int]] = []
+        # ... n_k after every process's clock before the current one (the clocks' totals),
+        # and the questions for the next clock's first step asked at the end of a clock
+        self.n_k_before: np.ndarray | None = None
+        self.asked_next: tuple[Any, Any] | None = None
+        self.step_wait = 0.0  # seconds the last clock's steps waited for other processes
         self._copies: list[tuple[np.ndarray, np.ndarray]] = []
         self._ll_runs: list[tuple[_ShardState, int, int]] = []
 
@@ -334,7 +403,7 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     # shards as one part on all its threads: no table copies, no AD-LDA lag between threads
     proc = _ProcessState(spec, corpus, n_threads, getattr(first, "threads_per_sweep", False))
     samplers = [first] + [_make_sampler(spec, backend) for _ in proc.threads[1:]]
-    if spec.cfg.process_partition == "on" and spec.n_processes > 1:
+    if processes_take_turns(spec.cfg, spec.n_processes):
         proc.windows = _process_windows(spec, corpus, proc.cache.vocab, first)
     _push_recounts(spec, proc, worker, backend)
     clock = spec.start_clock
@@ -372,10 +441,9 @@ def _process_windows(spec: GroupSpec, corpus: Any, vocab: np.ndarray, sampler: A
                      ) -> list[tuple[int, int]]:
     """Return the rows of the cache each step of ``--process-partition`` resamples, by range.
 
-    The vocabulary is cut into ``n_processes`` ranges of about equal tokens of the corpus
-    (every process cuts the same); range ``r`` as rows ``[lo, hi)`` of the cache (its
-    local ids are the global ones, sorted). In step ``s`` of a clock process ``p`` takes
-    range ``(p + s) mod P``: no two processes resample a row in one step.
+    The vocabulary is cut into :class:`Turns`' W windows of about equal tokens of the
+    corpus (every process cuts the same); window ``r`` as rows ``[lo, hi)`` of the cache
+    (its local ids are the global ones, sorted).
     """
     from biglda.errors import ConfigError
     from biglda.samplers.partition import word_windows
@@ -383,7 +451,7 @@ def _process_windows(spec: GroupSpec, corpus: Any, vocab: np.ndarray, sampler: A
     if not getattr(sampler, "word_windows", False):
         raise ConfigError(f"--process-partition needs a sampler whose sweep takes a window "
                           f"of words (cgs's sparse or dense kernel, lightlda), not {sampler!r}")
-    windows = word_windows(corpus.word_count, spec.n_processes)
+    windows = word_windows(corpus.word_count, Turns(spec.n_processes).n_windows)
     return [(int(np.searchsorted(vocab, lo)), int(np.searchsorted(vocab, hi)))
             for lo, hi in windows]
 
@@ -519,43 +587,69 @@ def _alive(spec: GroupSpec, proc: _ProcessState, clock: int) -> bool:
 def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, clock: int,
                  alpha: np.ndarray, slow: float
                  ) -> tuple[list[tuple[Any, float]], tuple[int, int]]:
-    """Sweep the process's clock in P steps, one range of words each (--process-partition).
+    """Sweep the process's clock in W steps, one window of words each (--process-partition).
 
     In step ``s`` the process resamples, on all its threads, the tokens of its documents
-    whose words are in range ``w = (rank + s) mod P`` (:func:`_process_windows`; step ``s``
-    draws from the stream ``(seed, clock, lead shard, s)``); every other process resamples
-    another range then, so no row of ``n_wk`` moves in two processes at once. Before the
-    step it folds the moves on ``w`` of the clock's steps before (the processes that had
-    ``w`` then: :meth:`biglda.ps.managed.EarlyUpdates.wait_window`), so it starts from the
-    rows as they left them; after it, unless it is the last, it posts its own for the
-    processes that have ``w`` next. Neither waits for a round trip: a step asks for the
-    next step's posts before it sweeps (they come while it sweeps), and sends its own
-    without waiting for the answer (all are answered before the clock's push). Only
-    ``n_k`` lags (it takes the moves of the ranges the process folded). BSP stays
-    deterministic (each step folds exactly the steps before it on its range). The clock's
-    push holds every step's moves; the next pull takes the folded ones out again. A later
-    step ``follows`` the one before (the sampler keeps its documents' state through the
-    clock's steps instead of rebuilding it from ``z`` each step). Returns one
-    ``(SweepResult of the clock, CPU s)`` and the posted bytes ``(sent, received)``.
+    whose words are in window ``w`` (:class:`Turns`: ``w = (rank m + s) mod W``;
+    :func:`_process_windows`; step ``s`` draws from the stream ``(seed, clock, lead
+    shard, s)``); no other process resamples ``w`` then, so no row of ``n_wk`` moves in two
+    processes at once. Before the step it folds the moves on ``w`` of every step since it
+    last had ``w`` (:meth:`Turns.since`: the other processes' of the clock before after
+    ``s``, and of this clock before ``s``; :meth:`biglda.ps.managed.EarlyUpdates.wait_window`),
+    so it starts from the rows as their last holder left them; after it, it posts its own
+    for the processes that have ``w`` next. No pull, no barrier: the cache's rows are exact
+    from the posts (the table's log is trimmed by :meth:`biglda.ps.ShardCache.advance`),
+    and a clock starts once the process that had its first window last in the clock
+    before has posted it (the clock admits a process a clock ahead, ``ClockRules.ahead``).
+    ``n_k`` is as under BSP: at the first step it is set to the table's after every
+    process's clock before, from their posted totals (:class:`biglda.ps.rules.TotalsBoard`),
+    and each later step adds the moves it folds of this clock (on this cache's rows), so
+    it lags only by the other windows' moves of the clock. The chain is that of the steps
+    between BSP clocks (a pull of clock ``c - 1`` at ``c``'s start), bit for bit: BSP stays
+    deterministic.
+
+    Neither the folds nor the posts wait for a round trip: a step asks for the next step's
+    posts before it sweeps (the last step for the next clock's first, and for the totals),
+    and sends its own without waiting for the answer (all are answered before the clock's
+    push). A later step ``follows`` the one before (the sampler keeps its documents' state
+    through the clock's steps instead of rebuilding it from ``z`` each step). The clock's
+    push still holds every step's moves (the table's record). Returns one ``(SweepResult
+    of the clock, CPU s)`` and the posted bytes ``(sent, received)``.
     """
     from biglda.samplers import RandomKey, SweepResult
     from biglda.samplers.base import mean_accept_rate
 
-    cfg, cache, early = spec.cfg, proc.cache, proc.early
+    cfg, cache, early, tables = spec.cfg, proc.cache, proc.early, spec.ps.tables
     if len(proc.threads) != 1:
         raise AssertionError("the steps sweep one part of the process's shards")
     part = proc.threads[0]
-    n, rank = spec.n_processes, spec.process_rank
+    turns = Turns(spec.n_processes)
+    n, rank, lead = turns.n_windows, spec.process_rank, proc.shards[0].index
+    first = clock == spec.start_clock  # (attached at the clock before: nothing of it to fold)
     sent0, got0 = early.bytes_sent, early.bytes_received
-    parts, cpu, posts, asked = [], 0.0, [], None
+    parts, cpu, posts = [], 0.0, []
+    asked, asked_totals = proc.asked_next or (None, None)
+    proc.asked_next, proc.step_wait = None, 0.0
     for s in range(n):
-        w = (rank + s) % n
-        if s and early.wait_window(spec.ps.tables, clock, w, s, [(cache.n_wk, cache.n_k)],
-                                   cfg.call_timeout, alive=lambda: _alive(spec, proc, clock),
-                                   asked=asked) is None:
+        w = turns.window(rank, s)
+        steps = turns.since(rank, clock, s, spec.start_clock)
+        t_wait = time.time()
+        if steps and early.wait_window(tables, w, steps, [(cache.n_wk, cache.n_k)],
+                                       cfg.call_timeout, alive=lambda: _alive(spec, proc, clock),
+                                       asked=asked, k_from=clock) is None:
             raise _GivenUp(clock)
+        if s == 0:
+            if first:
+                proc.n_k_before = cache.n_k.copy()
+            else:
+                totals = _wait_totals(spec, proc, clock - 1, asked_totals)
+                assert proc.n_k_before is not None
+                proc.n_k_before += totals
+                cache.n_k[:] = proc.n_k_before
+        proc.step_wait += time.time() - t_wait
         # the next step's posts are asked for now: they come while this step sweeps
-        asked = (early.ask_window(spec.ps.tables, clock, (rank + s + 1) % n, s + 1)
+        asked = (early.ask_window(tables, turns.window(rank, s + 1),
+                                  turns.since(rank, clock, s + 1, spec.start_clock))
                  if s + 1 < n else None)
         c0 = time.thread_time()
         res = sampler.sweep(cache.tokens, part.doc_ptr, proc.z, cache.n_wk, cache.n_k, alpha,
@@ -564,23 +658,43 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
                             follows=s > 0)
         cpu += res.cpu_seconds if res.cpu_seconds is not None else time.thread_time() - c0
         parts.append(res)
-        if s + 1 < n:  # (the last step's range has no one after it this clock)
-            posts.append(early.send_step(spec.ps.tables, clock, w, s, res.delta_words,
-                                         res.delta_topics, res.delta_counts))
+        if slow and s + 1 == n:  # (debug: a slow process's clock reaches the others late)
+            time.sleep(slow)
+        posts.append(early.send_step(tables, clock, w, s, res.delta_words, res.delta_topics,
+                                     res.delta_counts))
+    dk = np.sum([p.delta_k for p in parts], axis=0).astype(np.int64)
+    posts.append(spec.ps.clock.send_totals(clock, lead, dk))
+    if clock + 1 < spec.stop_clock:  # the next clock's first step: asked now, comes meanwhile
+        proc.asked_next = (early.ask_window(tables, turns.window(rank, 0),
+                                            turns.since(rank, clock + 1, 0, spec.start_clock)),
+                           spec.ps.clock.ask_totals(clock, spec.n_processes, STEP_WAIT))
     # the posts went out without waiting for their answers: all of them arrived
-    call_all(posts, cfg.call_timeout, f"shards {proc.shards[0].index}..: steps of clock {clock}")
-    if slow:
-        time.sleep(slow)
+    call_all(posts, cfg.call_timeout, f"shards {lead}..: steps of clock {clock}")
     # the steps' rows are disjoint ranges: their deltas in the ranges' order are the clock's
     # (sorted and unique, as a sweep's)
-    order = [parts[s] for s in sorted(range(n), key=lambda s: proc.windows[(rank + s) % n])]
+    order = [parts[s] for s in sorted(range(n), key=lambda s: turns.window(rank, s))]
     res = SweepResult(np.concatenate([p.delta_words for p in order]),
                       np.concatenate([p.delta_topics for p in order]),
                       np.concatenate([p.delta_counts for p in order]),
-                      np.sum([p.delta_k for p in parts], axis=0),
-                      sum(p.n_tokens for p in parts), mean_accept_rate(parts),
+                      dk, sum(p.n_tokens for p in parts), mean_accept_rate(parts),
                       sum(p.seconds for p in parts), cpu)
     return [(res, cpu)], (early.bytes_sent - sent0, early.bytes_received - got0)
+
+
+def _wait_totals(spec: GroupSpec, proc: _ProcessState, clock: int, asked: Any) -> np.ndarray:
+    """Every process's change of ``n_k`` in ``clock``, summed, once all posted it."""
+    start = time.monotonic()
+    while True:
+        got = spec.ps.clock.totals(clock, spec.n_processes, STEP_WAIT, spec.cfg.call_timeout,
+                                   asked=asked)
+        asked = None
+        if got is not None:
+            return got
+        if time.monotonic() - start > spec.cfg.call_timeout:
+            raise TimeoutError(f"shards {proc.shards[0].index}..: the changes of n_k in clock "
+                               f"{clock} did not all come within {spec.cfg.call_timeout:g} s")
+        if not _alive(spec, proc, clock + 1):
+            raise _GivenUp(clock + 1)
 
 
 def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool: Any,
@@ -599,8 +713,13 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     # seed and layout give the same run. SSP: whatever has arrived (at least up to
     # clock - 1 - s, by the wait) — fresher reads than the bound are allowed.
     upto = clock - 1 if cfg.staleness == 0 else ALL_CLOCKS
-    pulled = (cache.refresh(spec.ps.tables, upto, cfg.call_timeout) if proc.attached else
-              cache.attach(spec.ps.tables, upto, cfg.call_timeout))
+    if not proc.attached:
+        pulled = cache.attach(spec.ps.tables, upto, cfg.call_timeout)
+    elif proc.windows:  # (the turns' posts brought every move: the clock admits at c - 2)
+        pulled = cache.advance(spec.ps.tables, clock - 2, cfg.call_timeout) \
+            if clock - 2 >= spec.start_clock else 0
+    else:
+        pulled = cache.refresh(spec.ps.tables, upto, cfg.call_timeout)
     if cfg.comm_budget > 0 or proc.windows:
         if proc.early is None:
             from biglda.ps.managed import EarlyUpdates
@@ -657,7 +776,8 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
                 ckpt.write_shard_z(spec.checkpoint_url, slot, st.index, st.z)
             wrote = [done, slot]
     times = {"start": t0, "waited": t_wait, "pull": t_pull, "sweep": t_sweep, "ll": t_ll,
-             "push": t_push, "end": time.time()}
+             "push": t_push, "end": time.time(),
+             "step_wait": proc.step_wait if proc.windows else 0.0}
     stats = _shard_stats(proc, results, times, worker, backend, clock, doc_ll,
                          (pulled, pushed), wrote, time.process_time() - cpu0)
     if proc.early is not None:
@@ -691,6 +811,7 @@ def _shard_stats(proc: _ProcessState, results: list[tuple[Any, float]], times: d
                        "end": t["end"]}
             for k in ("pull", "sweep", "ll", "push"):
                 shifted[k] = waited + f * (t[k] - t["waited"])
+            shifted["step_wait"] = f * t.get("step_wait", 0.0)
             lead = st is proc.shards[0]
             share = SimpleNamespace(n_tokens=st.hi - st.lo, seconds=res.seconds * f,
                                     accept_rate=res.accept_rate)

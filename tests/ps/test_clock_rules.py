@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from biglda.ps.protocol import ALL_CLOCKS, NO_CLOCK, ClockAnswer
-from biglda.ps.rules import AlphaBroker, ClockRules, StatsMailbox, alpha_answer
+from biglda.ps.rules import AlphaBroker, ClockRules, StatsMailbox, TotalsBoard, alpha_answer
 
 GO, STOP, ABORT, WAIT = ClockAnswer.GO, ClockAnswer.STOP, ClockAnswer.ABORT, ClockAnswer.WAIT
 
@@ -61,6 +61,33 @@ def test_a_shard_runs_exactly_s_clocks_ahead_of_the_slowest():
             rules.complete(0, c + 1)
             c += 1
         assert c == s + 1  # clocks 0..s started with shard 1 still at 0 completed
+
+
+def test_ahead_admits_a_shard_that_many_clocks_past_the_bound():
+    """Processes taking turns (``ahead`` 1): under BSP a shard starts clock c once every
+    shard finished c - 1, one clock earlier than the bound alone allows, no more."""
+    for s, ahead in ((0, 1), (1, 1), (0, 2)):
+        rules = ClockRules(2, staleness=s, ahead=ahead)
+        rules.complete(0, 0)
+        rules.complete(1, 0)
+        c = 0
+        while rules.request(0, c) is GO:
+            rules.complete(0, c + 1)
+            c += 1
+        assert c == s + ahead + 1
+
+
+def test_the_totals_board_sums_a_clock_once_every_process_posted_it():
+    board = TotalsBoard()
+    board.post(0, 3, [1, 2])
+    board.post(0, 0, np.array([0, 5]))
+    assert board.total(0, 3) is None and board.total(1, 2) is None
+    assert board.total(0, 2).tolist() == [1, 7]
+    board.post(0, 3, [2, 2])  # a repeated post replaces the writer's own
+    assert board.total(0, 2).tolist() == [2, 7]
+    for c in (1, 2, 3):
+        board.post(c, 0, [c, 0])
+    assert board.total(0, 1) is None and board.total(1, 1).tolist() == [1, 0]  # (kept: 3 - 2)
 
 
 def test_ticks_are_monotone_and_finished_means_every_shard():

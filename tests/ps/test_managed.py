@@ -5,7 +5,8 @@ what the others sent early", and after the next pull exactly the table again: BS
 invariant), the selection (the budget's number of entries, largest relative magnitude
 first) and the server's delivery rules (an offer of clock c only to a reader holding the
 writer's c - 1; dropped by the writer's next push; a late one ignored), and the steps of
-``--process-partition`` (a range's posts of the steps before, exactly, waited for).
+``--process-partition`` (a range's posts of the steps since the reader last had it, exactly,
+waited for; no pull).
 """
 
 from __future__ import annotations
@@ -161,13 +162,15 @@ def test_a_budget_must_be_positive():
         EarlyUpdates(caches[0], 0.0, n)
 
 
-def test_steps_fold_exactly_the_windows_steps_before_and_wait_for_them():
-    """Three processes take turns on three ranges of words: in step s process p sweeps
-    range (p + s) mod 3. Before it, it folds exactly the range's posts of the steps before
-    (whenever it asks), only on its rows, and n_k their totals; the settle after the
-    clock's pull takes them out again."""
+def test_steps_fold_exactly_the_windows_steps_since_and_wait_for_them():
+    """Three processes take turns on three ranges of words for three clocks: in step s
+    process p sweeps range w = (p + s) mod 3. Before it, it folds exactly the range's posts
+    since it last had w (the clock before's after step s, this clock's before s), whenever
+    it asks, only on its rows, and n_k only the current clock's: its rows of w are then
+    the table's after every move so far on w (no pull). An advance trims the table's log
+    as a pull would; the mailbox drops what no reader can ask for any more."""
     rng = np.random.default_rng(5)
-    n_words, P = 40, 3
+    n_words, P, clocks = 40, 3, 3
     actors, tables, caches, truth, n_shards, mine = _setup(rng, [[0, 1], [2], [3]],
                                                            n_words=n_words, n_parts=2)
     ex = []
@@ -175,65 +178,79 @@ def test_steps_fold_exactly_the_windows_steps_before_and_wait_for_them():
         cache.attach(tables, -1, 5.0)
         ex.append(EarlyUpdates(cache, None, n_shards))
     cuts = [0, 13, 27, n_words]  # global word ranges
-    clock = 0
-    posted = {}  # (window, step) -> dense global moves
-    own = [np.zeros((c.n_local, K), np.int64) for c in caches]  # own moves this clock
-    for s in range(P):
-        for i, cache in enumerate(caches):
-            w = (i + s) % P
-            if s:  # fold the range's steps before (posted in the loop's earlier steps)
-                before_wk, before_k = cache.n_wk.astype(np.int64), cache.n_k.copy()
-                got = ex[i].wait_window(tables, clock, w, s, [(cache.n_wk, cache.n_k)], 5.0)
-                folded = sum(posted[w, t] for t in range(s))
-                assert got == ENTRY_BYTES * sum(int(np.count_nonzero(posted[w, t]))
-                                                for t in range(s))
-                np.testing.assert_array_equal(cache.n_wk - before_wk, folded[cache.vocab])
-                np.testing.assert_array_equal(cache.n_k - before_k, folded[cache.vocab].sum(0))
-                assert cache.n_wk.min() >= 0
-            # moves of its own tokens in the range only (none for process 0 in step 1: its
-            # empty post still counts)
-            lo, hi = np.searchsorted(cache.vocab, [cuts[w], cuts[w + 1]])
-            words, topics, counts, dk = moves(rng, mine[i][lo:hi], 0 if (i, s) == (0, 1) else 4)
-            words = (words + lo).astype(np.int32)
-            add_coo(mine[i], words.astype(np.int64), topics, counts)
-            add_coo(cache.n_wk, words.astype(np.int64), topics, counts)
-            cache.n_k += dk
-            own[i] += _dense(cache, words, topics, counts)
-            g = np.zeros_like(truth)
-            np.add.at(g, (cache.vocab[words], topics), counts)
-            if s + 1 < P:
-                posted[w, s] = g
-                ex[i].post_step(tables, clock, w, s, words, topics, counts, 5.0)
+    posted = {}  # (clock, step, window) -> dense global moves
+    for clock in range(clocks):
+        own = [np.zeros((c.n_local, K), np.int64) for c in caches]  # own moves this clock
+        for s in range(P):
+            for i, cache in enumerate(caches):
+                w = (i + s) % P
+                steps = ([(clock - 1, t) for t in range(s + 1, P)] if clock else []) + [
+                    (clock, t) for t in range(s)]
+                lo, hi = np.searchsorted(cache.vocab, [cuts[w], cuts[w + 1]])
+                if steps:
+                    before_wk, before_k = cache.n_wk.astype(np.int64), cache.n_k.copy()
+                    got = ex[i].wait_window(tables, w, steps, [(cache.n_wk, cache.n_k)], 5.0,
+                                            k_from=clock)
+                    folded = sum(posted[c, t, w] for c, t in steps)
+                    assert got == ENTRY_BYTES * sum(int(np.count_nonzero(posted[c, t, w]))
+                                                    for c, t in steps)
+                    np.testing.assert_array_equal(cache.n_wk - before_wk, folded[cache.vocab])
+                    now = sum(posted[c, t, w] for c, t in steps if c == clock)
+                    np.testing.assert_array_equal(cache.n_k - before_k,
+                                                  np.asarray(now)[cache.vocab].sum(0)
+                                                  if steps[-1][0] == clock else 0)
+                # the rows it resamples are the table's after every move on them so far
+                np.testing.assert_array_equal(cache.n_wk[lo:hi], truth[cache.vocab[lo:hi]])
+                # moves of its own tokens in the range only (none for process 0 in step 1:
+                # its empty post still counts)
+                words, topics, counts, dk = moves(rng, mine[i][lo:hi],
+                                                  0 if (i, s) == (0, 1) else 4)
+                words = (words + lo).astype(np.int32)
+                add_coo(mine[i], words.astype(np.int64), topics, counts)
+                add_coo(cache.n_wk, words.astype(np.int64), topics, counts)
+                cache.n_k += dk
+                own[i] += _dense(cache, words, topics, counts)
+                g = np.zeros_like(truth)
+                np.add.at(g, (cache.vocab[words], topics), counts)
+                posted[clock, s, w] = g
+                truth += g
+                assert ex[i].send_step(tables, clock, w, s, words, topics, counts).result(5) \
+                    == s + 1  # (the window's steps of the clock so far)
+        for i, cache in enumerate(caches):  # the clock's push: the table's record
+            words, topics = np.nonzero(own[i])
+            cache.push_all(tables, clock, [(words.astype(np.int32), topics.astype(np.int32),
+                                            own[i][words, topics].astype(np.int32))], 5.0)
+        if clock >= 1:  # every writer pushed clock - 1: nothing to pull, an advance trims
+            logged = sum(a.info()["log_entries"] for a in actors)
+            for cache in caches:
+                assert cache.advance(tables, clock - 1, 5.0) == 0
+                assert all((r >= clock - 1).all() for r in cache.received)
+            assert sum(a.info()["log_entries"] for a in actors) < logged
+    for a in actors:
+        row_start, rows, _ = a.table()
+        np.testing.assert_array_equal(rows, truth[row_start:row_start + len(rows)])
+    assert sum(a.info()["advances"] for a in actors) == 2 * 3 * (clocks - 1)
+    assert all(a.info()["pulls"] == 0 for a in actors)
     # asked again later, the mailbox gives exactly the same steps
-    again = tables.window_steps(clock, 2, 2, 0.0, 5.0)
-    assert [p[0] for p in again] == [3, 2]  # the lead shards of processes 2 and 1
+    steps = [(clocks - 2, 2), (clocks - 1, 0), (clocks - 1, 1)]
+    again = tables.window_steps(2, steps, 0.0, 5.0)
+    assert [p[0] for p in again] == [0, 3, 2]  # the lead shards of processes 0, 2, 1
     g = np.zeros_like(truth)
     for _, words, topics, counts in again:
         np.add.at(g, (words, topics), counts)
-    np.testing.assert_array_equal(g, posted[2, 0] + posted[2, 1])
+    np.testing.assert_array_equal(g, sum(posted[c, t, 2] for c, t in steps))
     # a step not posted: None from the mailbox within its wait, TimeoutError from the reader
-    assert tables.window_steps(clock, 0, 3, 0.05, 5.0) is None
-    with pytest.raises(TimeoutError, match="before step 3 of clock 0 on words' range 0"):
-        ex[1].wait_window(tables, clock, 0, 3, [(caches[1].n_wk, caches[1].n_k)], 0.05,
+    assert tables.window_steps(0, [(clocks, 0)], 0.05, 5.0) is None
+    with pytest.raises(TimeoutError, match=r"the steps \[\(3, 0\)\] on words' range 0"):
+        ex[1].wait_window(tables, 0, [(clocks, 0)], [(caches[1].n_wk, caches[1].n_k)], 0.05,
                           wait=0.02)
-    # the clock's push and pull: the settle takes every folded post out again
-    for i, cache in enumerate(caches):
-        words, topics = np.nonzero(own[i])
-        cache.push(tables, clock, words.astype(np.int32), topics.astype(np.int32),
-                   own[i][words, topics].astype(np.int32), 5.0)
-        np.add.at(truth, (cache.vocab[words], topics), own[i][words, topics])
-    for i, cache in enumerate(caches):
-        cache.refresh(tables, clock, 5.0)
-        ex[i].settle()
-        np.testing.assert_array_equal(cache.n_wk, truth[cache.vocab])
-        np.testing.assert_array_equal(cache.n_k, truth.sum(0))
-        assert ex[i].outstanding() == 0
-    # the next clock's first post drops the clock before's; a late post is ignored
+    # a post of clock c drops the window's posts up to c - 2; a late post is ignored, and a
+    # question for a dropped step is an error
     m = tables.actors[tables.mailbox(1)]
-    assert m.post_step(0, clock + 1, 1, 0, _I32, _I32, _I32).result(5) == 1
-    assert m.post_step(2, clock, 1, 1, _I32, _I32, _I32).result(5) == 0
-    with pytest.raises(RuntimeError, match="after clock 1"):
-        m.window_steps(clock, 1, 1, 0.0).result(5)
+    assert m.post_step(0, clocks + 1, 1, 0, _I32, _I32, _I32).result(5) == 1
+    assert m.post_step(2, clocks - 1, 1, 1, _I32, _I32, _I32).result(5) == 0
+    with pytest.raises(RuntimeError, match="were dropped"):
+        m.window_steps(1, [(clocks - 1, 0)], 0.0).result(5)
     assert actors[tables.mailbox(1)].info()["step_entries_in"] > 0
 
 
@@ -251,7 +268,7 @@ def test_a_reader_waiting_for_a_step_wakes_when_it_is_posted():
     timer = threading.Timer(0.2, tables.post_step, (0, 0, 1, 0, words, one, one, 5.0))
     t0 = time.monotonic()
     timer.start()
-    posts = tables.window_steps(0, 1, 1, 5.0, 5.0)
+    posts = tables.window_steps(1, [(0, 0)], 5.0, 5.0)
     assert 0.15 < time.monotonic() - t0 < 2.0
     assert [p[0] for p in posts] == [0] and posts[0][1].tolist() == words.tolist()
 
@@ -268,7 +285,7 @@ def test_a_step_asked_for_before_it_is_posted_is_folded_from_that_answer():
         cache.attach(tables, -1, 5.0)
         ex.append(EarlyUpdates(cache, None, n_shards))
     for window, wait in ((1, 5.0), (0, 0.01)):
-        asked = ex[1].ask_window(tables, 0, window, 1, wait=wait)
+        asked = ex[1].ask_window(tables, window, [(0, 0)], wait=wait)
         if wait < 1:  # the mailbox's wait runs out before the post: an answer without it
             assert asked.result(5) is None
         else:
@@ -279,8 +296,8 @@ def test_a_step_asked_for_before_it_is_posted_is_folded_from_that_answer():
         sent = ex[0].send_step(tables, 0, window, 0, local, topics, counts)
         assert sent.result(5) == 1  # the mailbox has the window's first step
         before_wk, before_k = caches[1].n_wk.astype(np.int64), caches[1].n_k.copy()
-        got = ex[1].wait_window(tables, 0, window, 1, [(caches[1].n_wk, caches[1].n_k)], 5.0,
-                                asked=asked)
+        got = ex[1].wait_window(tables, window, [(0, 0)], [(caches[1].n_wk, caches[1].n_k)],
+                                5.0, asked=asked)
         assert got == ENTRY_BYTES * 3
         expect = np.zeros((caches[1].n_local, K), np.int64)
         local1, keep = caches[1].rows_of(caches[0].vocab[local])

@@ -1,13 +1,16 @@
 """Processes taking turns on the vocabulary (``--process-partition on``) against a replay.
 
 Oracle: a NumPy-level replay of the documented scheme on three processes of one shard each
-(docs/design.md, "Across processes, one chain"). Each clock every process starts from the
-table after the clock before, on its own words' rows; in step ``s`` process ``p`` first
-adds the moves on range ``w = (p + s) mod 3`` of the clock's steps before (the processes
-that had ``w``; only its rows, and ``n_k`` by those same entries), then sweeps the tokens
-of range ``w`` with the stream ``(seed, clock, shard, s)``. The trained ``z`` of every shard
-and the table must equal the replay's, bit for bit: the run folds exactly the steps the
-scheme names, no more (an other range's) and no fewer (a step not waited for).
+(docs/design.md, "Across processes, one chain"): the vocabulary in W = 2 x 3 windows of
+equal tokens, W steps a clock, and in step ``s`` process ``p`` on window ``w = (2 p + s)
+mod W``. Each clock every process starts from the table after the clock before, on its own
+words' rows; in step ``s`` it first adds the moves on ``w`` of the clock's steps before (the
+processes that had ``w``; only its rows, and ``n_k`` by those same entries), then sweeps the
+tokens of window ``w`` with the stream ``(seed, clock, shard, s)``. The trained ``z`` of
+every shard and the table must equal the replay's, bit for bit: the run folds exactly the
+steps the scheme names, no more (another window's) and no fewer (a step not waited for),
+although it has no barrier and no pull (its rows come from the posts, its ``n_k`` at a
+clock's start from the processes' posted totals).
 """
 
 from __future__ import annotations
@@ -50,7 +53,9 @@ def test_three_processes_taking_turns_are_the_documented_scheme(synth_corpus, de
                              np.concatenate([[0]] + [p[1:] + s.token_start for s, (_, p) in
                                                      zip(shards, data, strict=True)]),
                              np.concatenate(z), n_words, k)
-    windows = word_windows(corpus.word_count, n_proc)  # global word ranges
+    m = 2  # windows a process
+    n_win = m * n_proc
+    windows = word_windows(corpus.word_count, n_win)  # global word ranges
     vocab = [np.unique(t) for t, _ in data]  # each process's rows, sorted
     local = [np.searchsorted(v, t).astype(np.int32) for v, (t, _) in zip(vocab, data,
                                                                           strict=True)]
@@ -59,13 +64,15 @@ def test_three_processes_taking_turns_are_the_documented_scheme(synth_corpus, de
     with ThreadPoolExecutor(1) as pool:
         for clock in range(iterations):
             caches = [(n_wk[v].copy(), n_k.copy()) for v in vocab]
-            posts: dict[tuple[int, int], np.ndarray] = {}  # (range, step) -> global moves
+            posts: dict[tuple[int, int], np.ndarray] = {}  # (window, step) -> global moves
             moves = np.zeros_like(n_wk)
-            for s in range(n_proc):
+            for s in range(n_win):
                 for p in range(n_proc):
-                    w = (p + s) % n_proc
+                    w = (m * p + s) % n_win
                     wk, kk = caches[p]
-                    for t in range(s):  # the range's steps before, on p's rows only
+                    for t in range(s):  # the window's steps before, on p's rows only
+                        if (w, t) not in posts:  # (nobody had w in step t)
+                            continue
                         g = posts[w, t][vocab[p]]
                         wk += g.astype(wk.dtype)
                         kk += g.sum(axis=0)
