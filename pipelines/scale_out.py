@@ -217,13 +217,16 @@ def report(res: dict[str, dict], runs: dict[str, list[dict]] | None = None) -> l
     def ratios(a: str, b: str, key: str) -> tuple[float, list[float]] | None:
         """Ratio of the medians over the rounds, and the rounds' own ratios (None: not run).
 
-        A layout name also matches its variants (``:rN``, ``:p`` ...: the first one measured
-        where it was not), never ``:i`` (no layout: the machine's ceiling).
+        A layout name also matches its variants (``:rN``, ``:p`` ...) where it was not
+        measured: ``:p`` first (taking turns: what a plain run of 2 processes does where the
+        sampler can), else the first one measured; never ``:i`` (no layout: the machine's
+        ceiling).
         """
         if not runs:
             return None
         a, b = (x if x in runs else next(
-            (n for n in runs if n.startswith(x + ":") and not n.endswith(":i")), x)
+            (n for n in sorted(runs, key=lambda n: not n.endswith(":p"))
+             if n.startswith(x + ":") and not n.endswith(":i")), x)
             for x in (a, b))
         if a not in runs or b not in runs:
             return None

@@ -260,13 +260,21 @@ class TrainConfig:
         "auto", flag="--process-partition", choices=TURNS_CHOICES,
         check=_one_of(TURNS_CHOICES), stored=True,
         help="worker processes take turns on the vocabulary within a clock (tomotopy's "
-             "PARTITION across processes): P processes sweep a clock in P steps, each step "
-             "one range of the words that no other process resamples then, the steps' moves "
+             "PARTITION across processes): P processes sweep a clock in steps, each step "
+             "one window of the words that no other process resamples then, the steps' moves "
              "exchanged between them, so the processes share one chain (but for n_k) instead "
              "of sweeping against the clock before (AD-LDA). auto (default): on where it can "
              "run, with BSP (--staleness 0), no --comm-budget or --rounds, CPU workers and "
              "the cgs (sparse or dense) or lightlda sampler; on: those or an error; off: "
              "AD-LDA")
+    # two windows a process: with one, each step waited for the step before on its window,
+    # and windows of equal tokens are not of equal cost (2 processes lost 17% of a clock's
+    # wall; pipelines/README.md, "Twenty-second session")
+    turn_windows: int = _setting(
+        2, flag="--turn-windows", check=_int(1), parse=int, metavar="M", stored=True,
+        help="with --process-partition, cut the vocabulary into M windows per process (a "
+             "clock is M x P steps): a step then waits for the process that had its window "
+             "M steps before, so windows of unequal cost even out within a clock (default 2)")
     seed: int = _setting(0, flag="--seed", check=_int(), parse=int, stored=True,
                          help="all randomness is keyed by (seed, iteration, shard) (default 0)")
     checkpoint_every: int = _setting(10, flag="--checkpoint-every", check=_int(0), parse=int,

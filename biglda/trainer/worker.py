@@ -81,23 +81,15 @@ class GroupSpec:
     n_processes: int = 1                 # (the steps of --process-partition)
 
 
-#: Windows of words a process sweeps a clock when processes take turns: W = this x P.
-#: With one a process (W = P, until the twenty-second session) each step waited for the
-#: process that had its window the step before, and windows of equal tokens are not of
-#: equal cost (cgs, synth4m, K = 100: the window of frequent words 0.12 µs a token, the
-#: other 0.20), so each process lost the difference every clock (2 processes: 17% of a
-#: clock's wall waiting). With two, a step waits for a step two back: the difference
-#: evens out within the clock (pipelines/README.md, "Twenty-second session").
-WINDOWS_PER_PROCESS = 2
-
-
 @dataclass(frozen=True)
 class Turns:
     """The schedule of ``n_processes`` processes taking turns on ``n_windows`` windows.
 
     A clock is W steps; in step ``s`` process ``p`` resamples window ``(p m + s) mod W``
-    (``m`` windows a process, W = m P), so no window is in two processes in one step, and
-    every process has every window once a clock.
+    (``m`` windows a process, ``--turn-windows``, W = m P), so no window is in two processes
+    in one step, and every process has every window once a clock. A step waits for the
+    process that had its window ``m`` steps before (with ``m`` = 1, the step before: the
+    windows' unequal costs were lost every step).
 
     Examples
     --------
@@ -111,7 +103,7 @@ class Turns:
     """
 
     n_processes: int
-    per_process: int = WINDOWS_PER_PROCESS
+    per_process: int = 2  # (--turn-windows)
 
     @property
     def n_windows(self) -> int:
@@ -451,7 +443,8 @@ def _process_windows(spec: GroupSpec, corpus: Any, vocab: np.ndarray, sampler: A
     if not getattr(sampler, "word_windows", False):
         raise ConfigError(f"--process-partition needs a sampler whose sweep takes a window "
                           f"of words (cgs's sparse or dense kernel, lightlda), not {sampler!r}")
-    windows = word_windows(corpus.word_count, Turns(spec.n_processes).n_windows)
+    windows = word_windows(corpus.word_count,
+                           Turns(spec.n_processes, spec.cfg.turn_windows).n_windows)
     return [(int(np.searchsorted(vocab, lo)), int(np.searchsorted(vocab, hi)))
             for lo, hi in windows]
 
@@ -623,7 +616,7 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
     if len(proc.threads) != 1:
         raise AssertionError("the steps sweep one part of the process's shards")
     part = proc.threads[0]
-    turns = Turns(spec.n_processes)
+    turns = Turns(spec.n_processes, cfg.turn_windows)
     n, rank, lead = turns.n_windows, spec.process_rank, proc.shards[0].index
     first = clock == spec.start_clock  # (attached at the clock before: nothing of it to fold)
     sent0, got0 = early.bytes_sent, early.bytes_received

@@ -80,7 +80,12 @@ def test_layouts_against_the_machines_own_ceiling(scale_out):
         in lines
     assert not [ln for ln in lines if ln.startswith(("- 4x1:p vs 2x1:i", "- 1x1 vs 2x1:i"))]
     assert not [ln for ln in lines if "to LL/token" in ln and "2x1:i" in ln]
-    # the target's "2 processes" line takes a layout of 2 processes, not the ceiling
+    # the target's "2 processes" line takes a layout of 2 processes, not the ceiling, and
+    # of them the one taking turns (a plain run's, where the sampler can)
+    assert "- 2 processes vs 1, tokens/s: 1.50x (target >= 1.8x)" in lines
+    runs["2x1:n"] = [_layout(13.0e6, [1.0, 1.6], [-9.0, -8.0])]
+    runs = {k: runs[k] for k in ("1x1", "2x1:n", "2x1:p")}
+    lines = scale_out.report({k: v[0] for k, v in runs.items()}, runs)
     assert "- 2 processes vs 1, tokens/s: 1.50x (target >= 1.8x)" in lines
 
 

@@ -1,9 +1,9 @@
 """Processes taking turns on the vocabulary (``--process-partition on``) against a replay.
 
 Oracle: a NumPy-level replay of the documented scheme on three processes of one shard each
-(docs/design.md, "Across processes, one chain"): the vocabulary in W = 2 x 3 windows of
-equal tokens, W steps a clock, and in step ``s`` process ``p`` on window ``w = (2 p + s)
-mod W``. Each clock every process starts from the table after the clock before, on its own
+(docs/design.md, "Across processes, one chain"): the vocabulary in W = m x 3 windows of
+equal tokens (``--turn-windows m``, 2 by default, and 1), W steps a clock, and in step
+``s`` process ``p`` on window ``w = (m p + s) mod W``. Each clock every process starts from the table after the clock before, on its own
 words' rows; in step ``s`` it first adds the moves on ``w`` of the clock's steps before (the
 processes that had ``w``; only its rows, and ``n_k`` by those same entries), then sweeps the
 tokens of window ``w`` with the stream ``(seed, clock, shard, s)``. The trained ``z`` of
@@ -26,9 +26,10 @@ from biglda.trainer.run import run_training
 
 
 # (the dense kernel's windows also run in test_process_threads' turns test, fast)
-@pytest.mark.parametrize("dense_above", [2.0, pytest.param(0.0, marks=pytest.mark.slow)],
-                         ids=["sparse", "dense"])
-def test_three_processes_taking_turns_are_the_documented_scheme(synth_corpus, dense_above):
+@pytest.mark.parametrize(("dense_above", "m"), [
+    (2.0, 2), pytest.param(0.0, 2, marks=pytest.mark.slow),
+    pytest.param(2.0, 1, marks=pytest.mark.slow)], ids=["sparse", "dense", "sparse-1-window"])
+def test_three_processes_taking_turns_are_the_documented_scheme(synth_corpus, dense_above, m):
     from biglda.samplers import RandomKey, count_from_z, get_sampler, init_z
     from biglda.samplers.partition import word_windows
     from biglda.trainer.cluster import connect
@@ -39,7 +40,7 @@ def test_three_processes_taking_turns_are_the_documented_scheme(synth_corpus, de
     with connect(workers=n_proc, threads_per_worker=1) as client:
         cfg = TrainConfig(n_topics=k, n_shards=n_proc, sampler="cgs", seed=seed,
                           iterations=iterations, checkpoint_every=0, top_words_every=0,
-                          process_partition="on", sampler_params=params)
+                          process_partition="on", sampler_params=params, turn_windows=m)
         r = run_training(client, validate(url, None, cfg, overwrite=False), cfg)
     assert len(set(r.placement.values())) == n_proc
 
@@ -53,8 +54,7 @@ def test_three_processes_taking_turns_are_the_documented_scheme(synth_corpus, de
                              np.concatenate([[0]] + [p[1:] + s.token_start for s, (_, p) in
                                                      zip(shards, data, strict=True)]),
                              np.concatenate(z), n_words, k)
-    m = 2  # windows a process
-    n_win = m * n_proc
+    n_win = m * n_proc  # (m windows a process)
     windows = word_windows(corpus.word_count, n_win)  # global word ranges
     vocab = [np.unique(t) for t, _ in data]  # each process's rows, sorted
     local = [np.searchsorted(v, t).astype(np.int32) for v, (t, _) in zip(vocab, data,
