@@ -274,7 +274,8 @@ class TrainConfig:
         2, flag="--turn-windows", check=_int(1), parse=int, metavar="M", stored=True,
         help="with --process-partition, cut the vocabulary into M windows per process (a "
              "clock is M x P steps): a step then waits for the process that had its window "
-             "M steps before, so windows of unequal cost even out within a clock (default 2)")
+             "M steps before, so windows of unequal cost even out within a clock (default 2, "
+             "for a core a process; 1 where processes outnumber the cores)")
     seed: int = _setting(0, flag="--seed", check=_int(), parse=int, stored=True,
                          help="all randomness is keyed by (seed, iteration, shard) (default 0)")
     checkpoint_every: int = _setting(10, flag="--checkpoint-every", check=_int(0), parse=int,
