@@ -27,17 +27,18 @@ of a run (when an offer arrives depends on timing, so BSP with a budget is no lo
 bit-identical for a seed). Off by default (budget 0): then nothing of this runs. Measured
 in ``pipelines/README.md`` ("Managed communication").
 
-The same books carry the steps of ``--process-partition`` (no budget): in step ``s`` of a
-clock process ``p`` resamples range ``(p + s) mod P`` of the vocabulary, which no other
-process resamples in that step. It posts the step's whole delta to that range's mailbox
-(one table shard, :meth:`EarlyUpdates.post_step`), and before a step it folds the range's
-posts of the clock's earlier steps, those of the processes that had it before
+The same class carries the steps of ``--process-partition`` (no budget): in step ``s`` of
+a clock process ``p`` resamples one window of the vocabulary, which no other process
+resamples in that step. It posts the step's whole delta to that window's mailbox (one table
+shard, :meth:`EarlyUpdates.send_step`), and before a step it folds the window's posts since
+it last had it, those of the processes that had it in between
 (:meth:`EarlyUpdates.wait_window`): exactly those, so what a reader folds does not depend on
-when it asks and BSP stays deterministic. One call out and one in per step, whatever the
-number of processes, and neither a round trip on the sweep's path: the question is asked
-before the step before is swept (:meth:`EarlyUpdates.ask_window`), the post sent without
-waiting for its answer (:meth:`EarlyUpdates.send_step`); a process waits only for the one
-that had its range the step before.
+when it asks and BSP stays deterministic. They are not taken out again: the process pulls
+nothing (its cache is exact from the posts), so no books are kept for them. One call out
+and one in per step, whatever the number of processes, and neither a round trip on the
+sweep's path: the question is asked before the step before is swept
+(:meth:`EarlyUpdates.ask_window`), the post sent without waiting for its answer; a process
+waits only for the one that had its window last.
 """
 
 from __future__ import annotations

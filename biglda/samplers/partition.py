@@ -22,7 +22,7 @@ range) is kept between sweeps in a :class:`Layout` per tokens array (a shard's t
 change), in the sampler's :class:`Layouts`; each sweep's :func:`scan` checks on the threads
 that the tokens are still those it was made of. What a sweep keeps of the documents (their
 counts or topic lists) it leaves to the next step of its clock (:meth:`Layouts.carry`): a
-clock whose processes take turns sweeps P windows of one array, and rebuilding that state
+clock whose processes take turns sweeps W windows of one array, and rebuilding that state
 and checking the tokens in each was work that grew with the shard, not the window.
 """
 
@@ -59,16 +59,22 @@ class Layout:
     word_cost_power``); ``range_of[w]`` is word ``w``'s range. ``lists`` holds what a sampler
     builds from the tokens and the cuts alone (its tokens by range), under a name of its
     choice; ``spare`` buffers a sweep gives back for the next (:meth:`take`, :meth:`give`).
-    ``tokens`` and ``doc_ptr`` are copies, for :func:`scan` and :meth:`Layouts.find`.
+    ``tokens`` and ``doc_ptr`` are copies, for :func:`scan` and :meth:`Layouts.find`; the
+    layouts of one array's windows share theirs (``shared``: a layout of the same array whose
+    copy equals ``tokens``, its ``n_w`` too).
     With a ``window`` ``(lo, hi)`` only its rows are cut into the ranges, every other word
     is in range -1 (no part visits its tokens), and ``n_tokens`` counts the window's tokens.
     """
 
     def __init__(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int, n_ranges: int,
                  word_cost_power: float, n_w: np.ndarray,
-                 window: tuple[int, int] | None = None) -> None:
+                 window: tuple[int, int] | None = None, shared: Layout | None = None) -> None:
         n_docs = doc_ptr.shape[0] - 1
-        self.tokens, self.doc_ptr, self.n_ranges = tokens.copy(), doc_ptr.copy(), n_ranges
+        if shared is not None:  # (a window's sibling: the same tokens, checked by scan)
+            self.tokens, self.doc_ptr = shared.tokens, shared.doc_ptr
+        else:
+            self.tokens, self.doc_ptr = tokens.copy(), doc_ptr.copy()
+        self.n_ranges = n_ranges
         self.n_w = n_w
         # the rows a sweep resamples the tokens of (all, or a window: the process's share of
         # the vocabulary in one step of a clock, biglda.trainer.worker): the window's cut
@@ -125,9 +131,9 @@ class Layouts:
     window, where both halves' are kept for the clock's next step; cgs's
     SparseLDA its documents' topic lists, 8 bytes a token); the trainer
     sweeps one array a process, or one a round (up to 4), hence 4. The layouts of one
-    array's windows of words count as that array's one (a process taking turns sweeps P
+    array's windows of words count as that array's one (a process taking turns sweeps W
     windows a clock: with fewer kept, every step would count and list its tokens anew; each
-    window's layout lists only its tokens, but holds its own copy of the array's).
+    window's layout lists only its tokens, and they share one copy of the array's).
     """
 
     def __init__(self, size: int = 4) -> None:
@@ -180,6 +186,12 @@ class Layouts:
         """Forget what the last sweep carried (a sweep that keeps no such state wrote z)."""
         with self._lock:
             self._carried = None
+
+    def sibling(self, key: tuple, doc_ptr: np.ndarray) -> Layout | None:
+        """Return a layout of the same array as ``key``'s but another window, if one is kept."""
+        with self._lock:
+            hits = [v for k, v in self._items.items() if k[:-1] == key[:-1] and k != key]
+        return next((h for h in hits if np.array_equal(h.doc_ptr, doc_ptr)), None)
 
     def add(self, key: tuple, layout: Layout) -> None:
         """Store ``layout`` under ``key`` (dropping the oldest array's beyond ``size``)."""
@@ -424,12 +436,16 @@ _NO_TOKENS = np.empty(0, dtype=np.int32)  # no layout to compare the tokens with
 
 def scan(tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray, n_rows: int, n_topics: int,
          pool: Executor, n_threads: int, n_ranges: int, word_cost_power: float,
-         found: Layout | None, window: tuple[int, int] | None = None
-         ) -> tuple[Layout, bool, float]:
+         found: Layout | None, window: tuple[int, int] | None = None,
+         sibling: Layout | None = None) -> tuple[Layout, bool, float]:
     """Run the token checks of :func:`check_sweep_args` on the threads; find the sweep's layout.
 
     Compares the tokens with those of ``found`` (the layout kept for this array, if any);
     where there is none or they differ, counts the words and makes a new :class:`Layout`.
+    Where there is none but a ``sibling`` (the same array's layout of another window), the
+    tokens are compared with its copy instead, and the new layout shares the copy and the
+    counts of the words if they are the same (a window's layout then costs the array no
+    copy of its own: 2P of them at P processes taking turns).
     Returns ``(layout, whether it is new, the pool threads' CPU seconds)``; raises what
     :func:`~biglda.samplers.base.token_errors` gives for the first bad word id or topic.
     """
@@ -451,14 +467,19 @@ def scan(tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray, n_rows: int, n_
         pool_cpu += max(0.0, used - (time.thread_time() - c0))
         return out
 
-    parts = read(found)
+    against = found if found is not None else sibling
+    parts = read(against)
     bad_t = min((int(p[0]) for p in parts if p[0] >= 0), default=-1)
     bad_z = min((int(p[1]) for p in parts if p[1] >= 0), default=-1)
     if bad_t >= 0 or bad_z >= 0:
         raise base.token_errors(z, n_rows, n_topics, bad_t, bad_z)
-    if found is not None and all(p[3] for p in parts):
+    same = against is not None and all(p[3] for p in parts)
+    if same and found is not None:
         return found, False, pool_cpu
-    if found is not None:  # the same array with other tokens: count them after all
+    if same and sibling is not None:  # another window of these tokens: its copy and counts
+        return (Layout(tokens, doc_ptr, n_rows, n_ranges, word_cost_power, sibling.n_w,
+                       window, shared=sibling), True, pool_cpu)
+    if against is not None:  # the same array with other tokens: count them after all
         parts = read(None)
     n_w = np.asarray(np.sum([p[2] for p in parts], axis=0, dtype=np.int64))
     return (Layout(tokens, doc_ptr, n_rows, n_ranges, word_cost_power, n_w, window), True,
@@ -488,8 +509,8 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
     ``z`` since (the caller's word: the trainer's steps). Then, where that last sweep was of
     these arrays, the tokens and topics are not checked again and the documents' state it
     kept (their counts or topic lists) is taken as it left it, not rebuilt from ``z``:
-    the per-step work that grows with the shard, not the window (P steps a clock at P
-    processes; pipelines/README.md, "Twentieth session").
+    the per-step work that grows with the shard, not the window (W = 2P steps a clock at
+    P processes; pipelines/README.md, "Twentieth session").
     """
     if pool is None:
         raise ValueError(f"{n_threads} threads need a pool")
@@ -508,8 +529,10 @@ def partitioned_sweep(run: Callable[..., Any], tokens, doc_ptr, z, n_wk, n_k, al
     if current and found is not None:  # (the clock's first step checked these arrays)
         layout, new, scan_cpu = found, False, 0.0
     else:
+        sibling = layouts.sibling(at, doc_ptr) if found is None and window is not None else None
         layout, new, scan_cpu = scan(tokens, doc_ptr, z, n_rows, n_k.shape[0], pool,
-                                     n_threads, n_ranges, word_cost_power, found, window)
+                                     n_threads, n_ranges, word_cost_power, found, window,
+                                     sibling)
     if new:
         layouts.add(at, layout)
     # (one rule: a snapshot of the rows a sweep moves where they are few against its

@@ -109,7 +109,8 @@ def test_word_windows_cut_the_words_into_ranges_of_equal_tokens():
 
 def test_every_window_of_an_array_keeps_its_layout():
     """Six windows a sweep (six processes' turns): the second round finds all six layouts,
-    and another array's layouts still push out the oldest array's."""
+    which share one copy of the array (and its words' counts); another array's layouts still
+    push out the oldest array's; an array whose tokens changed gets a copy of its own."""
     tokens, doc_ptr, n_words = _corpus(n_words=200)
     z = init_z(len(tokens), 5, RandomKey(1, -1))
     n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, 5)
@@ -124,6 +125,22 @@ def test_every_window_of_an_array_keeps_its_layout():
             if it == 0:
                 first = dict(layouts._items)
         assert len(layouts._items) == 6 and all(layouts._items[k] is v for k, v in first.items())
+        kept = list(first.values())
+        assert all(lay.tokens is kept[0].tokens and lay.n_w is kept[0].n_w for lay in kept)
+        assert kept[0].tokens is not tokens
+        np.testing.assert_array_equal(kept[0].tokens, tokens)
+        # the same array with other words (and fewer tokens in a window): its own copy and
+        # counts, not the sibling's
+        changed = tokens.copy()
+        changed[:50] = (changed[:50] + 1) % n_words
+        tokens[:] = changed
+        n_wk2, n_k2 = count_from_z(tokens, doc_ptr, z, n_words, 5)
+        sampler.sweep(tokens, doc_ptr, z, n_wk2, n_k2, 0.1, 0.05, n_words, RandomKey(1, 7),
+                      pool=pool, window=(0, 100))
+        fresh = layouts._items[next(k for k in layouts._items if k[-1] == (0, 100))]
+        assert fresh.tokens is not kept[0].tokens
+        np.testing.assert_array_equal(fresh.tokens, changed)
+        np.testing.assert_array_equal(fresh.n_w, np.bincount(changed, minlength=n_words))
         others = [tokens.copy() for _ in range(layouts.size)]  # (kept: distinct addresses)
         for other in others:  # other arrays: the first one's six go, at once
             sampler.sweep(other, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words, RandomKey(1, 9),
