@@ -51,7 +51,6 @@ import numpy as np
 
 from biglda.ps._kernels import add_coo, add_sorted
 from biglda.ps.cache import ShardCache
-from biglda.ps.calls import call
 from biglda.ps.client import TableClient
 from biglda.ps.protocol import NO_CLOCK
 
@@ -72,7 +71,7 @@ class EarlyUpdates:
     ----------
     cache : the process's cache (its ``shard`` is the writer's identity).
     budget : bytes per second this process may send early (> 0), or None: whole steps
-        only (:meth:`post_step`).
+        only (:meth:`send_step`).
     n_shards : number of document shards of the run.
     """
 
@@ -162,14 +161,6 @@ class EarlyUpdates:
         self.bytes_sent += len(words) * ENTRY_BYTES
         self.entries_sent += len(words)
         return fut
-
-    def post_step(self, tables: TableClient, clock: int, window: int, step: int,
-                  words: np.ndarray, topics: np.ndarray, counts: np.ndarray,
-                  timeout: float) -> int:
-        """:meth:`send_step` and wait for the mailbox's answer; return the bytes sent."""
-        call(self.send_step(tables, clock, window, step, words, topics, counts), timeout,
-             f"shard {self.cache.shard}: step {step} of clock {clock}")
-        return len(words) * ENTRY_BYTES
 
     # -- receiving -----------------------------------------------------------------------
     def ask_window(self, tables: TableClient, window: int, steps: Sequence[tuple[int, int]],

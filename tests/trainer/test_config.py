@@ -26,6 +26,7 @@ BAD = [  # (setting, bad value, words of the problem)
     ("workers", 0, "must be >= 1"),
     ("balance_min_gain", 1.5, "must lie in"),
     ("process_partition", "maybe", "must be one of"),
+    ("turn_windows", 0, "must be >= 1"),
 ]
 
 
