@@ -5,7 +5,9 @@ kernels: the same tokens swept as one exact sweep, as one sweep over a window ho
 word, as P sweeps over P windows of about equal tokens each rebuilding the documents' state
 ("windows"), and as the trainer's P steps, each after the first ``follows`` the one before
 ("follows": the documents' state kept through the clock). Prints the CPU µs a token of each,
-the median over sweeps after ``--skip``::
+the median over sweeps after ``--skip``, and of each window of "follows" over its own tokens
+(windows of equal tokens are not of equal cost: what a step of one process waits for in
+another's)::
 
     .venv/bin/python pipelines/bench_windows.py --corpus runs/deb/corpus.zarr --topics 100 \\
         --variants dense sparse
@@ -32,14 +34,15 @@ KERNELS = {"dense": ("cgs", {"dense_above": 0.0}), "sparse": ("cgs", {"dense_abo
            "auto": ("cgs", {}), "lightlda": ("lightlda", {})}
 
 
-def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip) -> float:
+def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip
+        ) -> tuple[float, list[float]]:
     """CPU µs a token of ``mode`` ("exact", "whole", "windows" or "follows"), median after
-    ``skip``."""
+    ``skip``, and each window's (its sweep's CPU over its tokens; empty for "exact")."""
     name, params = KERNELS[variant]
     sampler = get_sampler(name, **params)
     z = init_z(len(tokens), n_topics, RandomKey(0, -1))
     n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
-    cpu = []
+    cpu, per = [], []
     with ThreadPoolExecutor(1) as pool:
         for it in range(sweeps):
             c0 = time.process_time()
@@ -47,12 +50,16 @@ def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip
                 sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
                               RandomKey(0, it))
             else:
+                per.append([])
                 for j, w in enumerate([(0, n_words)] if mode == "whole" else windows):
-                    sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
-                                  RandomKey(0, it, 0, j), pool=pool, window=w,
-                                  follows=mode == "follows" and j > 0)
+                    c1 = time.process_time()
+                    res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
+                                        RandomKey(0, it, 0, j), pool=pool, window=w,
+                                        follows=mode == "follows" and j > 0)
+                    per[-1].append(1e6 * (time.process_time() - c1) / max(1, res.n_tokens))
             cpu.append(time.process_time() - c0)
-    return 1e6 * statistics.median(cpu[skip:]) / len(tokens)
+    by_window = [statistics.median(col) for col in zip(*per[skip:], strict=True)]
+    return 1e6 * statistics.median(cpu[skip:]) / len(tokens), by_window
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         got = {mode: run(tokens, doc_ptr, corpus.n_words, args.topics, variant, mode, windows,
                          args.sweeps, args.skip)
                for mode in ("exact", "whole", "windows", "follows")}
-        print(f"{variant}: " + ", ".join(f"{m} {v:.3f}" for m, v in got.items())
-              + " µs/token (CPU, one thread)")
+        print(f"{variant}: " + ", ".join(f"{m} {v[0]:.3f}" for m, v in got.items())
+              + " µs/token (CPU, one thread); follows by window: "
+              + ", ".join(f"{x:.3f}" for x in got["follows"][1]))
     return 0
 
 

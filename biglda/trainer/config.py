@@ -267,14 +267,14 @@ class TrainConfig:
              "run, with BSP (--staleness 0), no --comm-budget or --rounds, CPU workers and "
              "the cgs (sparse or dense) or lightlda sampler; on: those or an error; off: "
              "AD-LDA")
-    # two windows a process: with one, each step waited for the step before on its window,
-    # and windows of equal tokens are not of equal cost (2 processes lost 17% of a clock's
-    # wall; pipelines/README.md, "Twenty-second session")
+    # two windows a process: with one, each step waits for the step before on its window,
+    # and any difference between the processes' steps is lost every step; two halved the
+    # waits of 2 processes (pipelines/README.md, "Twenty-second session")
     turn_windows: int = _setting(
         2, flag="--turn-windows", check=_int(1), parse=int, metavar="M", stored=True,
         help="with --process-partition, cut the vocabulary into M windows per process (a "
              "clock is M x P steps): a step then waits for the process that had its window "
-             "M steps before, so windows of unequal cost even out within a clock (default 2, "
+             "M steps before, so steps of unequal length even out within a clock (default 2, "
              "for a core a process; 1 where processes outnumber the cores)")
     seed: int = _setting(0, flag="--seed", check=_int(), parse=int, stored=True,
                          help="all randomness is keyed by (seed, iteration, shard) (default 0)")

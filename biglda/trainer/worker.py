@@ -89,7 +89,7 @@ class Turns:
     (``m`` windows a process, ``--turn-windows``, W = m P), so no window is in two processes
     in one step, and every process has every window once a clock. A step waits for the
     process that had its window ``m`` steps before (with ``m`` = 1, the step before: the
-    windows' unequal costs were lost every step).
+    difference between the processes' steps was lost every step).
 
     Examples
     --------
