@@ -17,10 +17,15 @@ row entries a token the partitioned sweeps still snapshot for their delta (0: th
 the moved tokens instead). ``--ranges-per-thread`` and ``--lag`` set the partition's R
 (``RANGES_PER_THREAD`` x T) and how far behind a part's ``n_k`` may be (its ``N_K_LAG``; for
 lightlda also the ``_KEPT`` forms, which it takes where it keeps its documents' counts).
-``--serial`` runs every part of a T-thread sweep on the calling thread, one after another
-(a synchronous executor): the same work as on T threads without their contention for
-memory bandwidth. All the parts' data then passes through one core's caches, where T cores
-would each keep their own ranges' in their own: at large T it overstates the cache misses.
+``--kept-entries N[,M...]`` sets lightlda's ``KEPT_DOC_COUNT_ENTRIES`` (0: its documents' counts
+are kept only at ``DOC_COUNT_ENTRIES_PER_TOKEN``); with several values each thread count
+sweeps a chain per value, alternating sweep by sweep (the VM's speed drifts within minutes),
+and prints a row per value. "busy" is the sweep's CPU over its threads' time (T x seconds):
+what the steps' waits leave. ``--serial`` runs every part of a T-thread sweep on the calling
+thread, one after another (a synchronous executor): the same work as on T threads without
+their contention for memory bandwidth. All the parts' data then passes through one core's
+caches, where T cores would each keep their own ranges' in their own: at large T it
+overstates the cache misses.
 """
 
 from __future__ import annotations
@@ -64,6 +69,9 @@ def main(argv=None) -> int:
                     help="run a sweep's parts one after another on one thread")
     ap.add_argument("--snapshot-entries", type=float,
                     help="SNAPSHOT_ENTRIES_PER_TOKEN: 0 makes the sweeps record moves")
+    ap.add_argument("--kept-entries", default=None,
+                    help="lightlda's KEPT_DOC_COUNT_ENTRIES, or several (comma-separated: "
+                    "alternating chains)")
     args = ap.parse_args(argv)
 
     import importlib
@@ -107,27 +115,36 @@ def main(argv=None) -> int:
     print(f"{args.corpus}: {len(tokens):,} tokens, V = {n_words}, K = {k}, {args.sampler}"
           + (f", WORD_COST_POWER {args.word_cost_power}" if args.word_cost_power else "")
           + (", parts run serially on one thread" if args.serial else ""))
-    print("| threads | s per sweep | CPU µs/token | doc LL/token |\n|---|---|---|---|")
+    kept = ([int(v) for v in args.kept_entries.split(",")] if args.kept_entries is not None
+            else [None])
+    print("| threads | kept entries | s per sweep | busy | CPU µs/token | doc LL/token |\n"
+          "|---|---|---|---|---|---|")
     n_max = max(int(t) for t in args.threads.split(","))
     with (_Serial() if args.serial else ThreadPoolExecutor(max(1, n_max - 1))) as pool:
         for n_threads in (int(t) for t in args.threads.split(",")):
-            z = init_z(len(tokens), k, RandomKey(0, -1))
-            n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
-            sampler = get_sampler(args.sampler)
-            secs, cpus = [], []
+            chains = []
+            for _ in kept:
+                z = init_z(len(tokens), k, RandomKey(0, -1))
+                n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
+                chains.append((get_sampler(args.sampler), z, n_wk, n_k, [], []))
             for it in range(args.sweeps):
-                parts.clear()
-                t0, c0 = time.perf_counter(), time.thread_time()
-                res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
-                                    RandomKey(0, it), pool=pool, n_threads=n_threads)
-                secs.append(time.perf_counter() - t0)
-                cpus.append(res.cpu_seconds if res.cpu_seconds is not None
-                            else time.thread_time() - c0)
+                for value, (sampler, z, n_wk, n_k, secs, cpus) in zip(kept, chains, strict=True):
+                    if value is not None:
+                        module.KEPT_DOC_COUNT_ENTRIES = value
+                    parts.clear()
+                    t0, c0 = time.perf_counter(), time.thread_time()
+                    res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
+                                        RandomKey(0, it), pool=pool, n_threads=n_threads)
+                    secs.append(time.perf_counter() - t0)
+                    cpus.append(res.cpu_seconds if res.cpu_seconds is not None
+                                else time.thread_time() - c0)
             rest = slice(args.skip, None)
-            ll = doc_loglik(doc_ptr, z, np.full(k, 0.1), k) / len(tokens)
-            print(f"| {n_threads} | {statistics.median(secs[rest]):.3f} | "
-                  f"{1e6 * statistics.median(cpus[rest]) / len(tokens):.3f} | {ll:.4f} |",
-                  flush=True)
+            for value, (_, z, _, _, secs, cpus) in zip(kept, chains, strict=True):
+                ll = doc_loglik(doc_ptr, z, np.full(k, 0.1), k) / len(tokens)
+                sec, cpu = statistics.median(secs[rest]), statistics.median(cpus[rest])
+                print(f"| {n_threads} | {'default' if value is None else value} | {sec:.3f} | "
+                      f"{cpu / (n_threads * sec):.3f} | {1e6 * cpu / len(tokens):.3f} | "
+                      f"{ll:.4f} |", flush=True)
             if args.part_times and n_threads > 1:
                 for d_lo, wlo, s in parts:
                     print(f"    part: documents from {d_lo}, words from {wlo}: {s:.3f} s")

@@ -63,6 +63,14 @@ WORD_COST_POWER = 0.8
 # topics of its documents from all their tokens and clears them after, 2R passes over the
 # half's tokens where this makes 2 (pipelines/README.md, "Eighth session").
 DOC_COUNT_ENTRIES_PER_TOKEN = 4
+# Where they take more, a sweep on several threads still keeps them while they fit in this many
+# entries (int32: 256 MiB; a sweep over a window keeps both halves', twice one half's): the
+# 2T ranges and lag of 2 that come with kept counts let a thread take a part while another
+# ends a step, where T ranges make every step a barrier. On 2 threads the sweep's threads
+# were busy 0.945-0.956 of its time against 0.916-0.926 (synth4m, K = 1,000; 2-4% faster a
+# sweep) and 0.965 against 0.796 (Debian, K = 1,000; 8% faster): pipelines/README.md,
+# "Twenty-third session" (pipelines/bench_partition.py --kept-entries).
+KEPT_DOC_COUNT_ENTRIES = 1 << 26
 # Ranges a thread (biglda.samplers.partition) and how many steps behind a part's n_k may be,
 # with the documents' counts kept and without. Counting them in every part made each range
 # cost CPU: 2T ranges cost 7% more CPU a token on the VM's 2 threads and lost 5-7% of
@@ -77,9 +85,20 @@ RANGES_PER_THREAD, RANGES_PER_THREAD_KEPT = 1, 2
 N_K_LAG, N_K_LAG_KEPT = 1, 2
 
 
-def _keeps_doc_counts(n_docs: int, n_topics: int, n_tokens: int) -> bool:
-    """Whether a partitioned sweep keeps the halves' document counts (their size's rule)."""
-    return (n_docs + 1) // 2 * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * n_tokens
+def _keeps_doc_counts(n_docs: int, n_topics: int, n_tokens: int, n_threads: int = 1,
+                      windowed: bool = False) -> bool:
+    """Whether a partitioned sweep keeps the halves' document counts (their size's rule).
+
+    At most :data:`DOC_COUNT_ENTRIES_PER_TOKEN` entries a token; on several threads also
+    anything within :data:`KEPT_DOC_COUNT_ENTRIES` (``windowed``: both halves' buffers).
+
+    >>> _keeps_doc_counts(40_000, 1000, 4_000_000), _keeps_doc_counts(40_000, 1000, 4_000_000, 2)
+    (False, True)
+    """
+    half = (n_docs + 1) // 2 * n_topics
+    if half <= DOC_COUNT_ENTRIES_PER_TOKEN * n_tokens:
+        return True
+    return n_threads > 1 and half * (2 if windowed else 1) <= KEPT_DOC_COUNT_ENTRIES
 
 
 @njit(nogil=True, cache=True)
@@ -522,7 +541,7 @@ class LightLDASampler(Sampler):
     (``sweep(..., pool=, n_threads=)``, T of them), tomotopy's ``PARTITION`` scheme
     (:mod:`biglda.samplers.partition`): the documents are cut into R ranges and the
     vocabulary into R ranges of about equal cost, R = 2T where the halves' document counts
-    are kept (:data:`DOC_COUNT_ENTRIES_PER_TOKEN`), else T; each half's word tables are built
+    are kept (:func:`_keeps_doc_counts`), else T; each half's word tables are built
     once, on the threads in pieces of about equal cost (joined per range); then the half is
     swept in R steps, in step ``s`` part ``i`` the tokens of document range ``i`` whose
     words are in range ``(i + s) % R``.
@@ -571,7 +590,8 @@ class LightLDASampler(Sampler):
         if n_threads == 1 and window is None:
             self._layouts.drop_carried()  # (this sweep writes z and keeps no document state)
             return super().sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key)
-        kept = _keeps_doc_counts(doc_ptr.shape[0] - 1, n_k.shape[0], tokens.shape[0])
+        kept = _keeps_doc_counts(doc_ptr.shape[0] - 1, n_k.shape[0], tokens.shape[0],
+                                 n_threads, window is not None)
         return partitioned_sweep(
             lambda part, a, state: _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, a,
                                                       float(beta), float(n_words), state,

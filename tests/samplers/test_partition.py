@@ -214,6 +214,7 @@ def test_lightlda_keeps_document_counts_without_changing_the_chain(monkeypatch):
     with ThreadPoolExecutor(2) as pool:
         kept = _sweeps(tokens, doc_ptr, n_words, 9, pool, 3, 4)
         monkeypatch.setattr(lightlda_mod, "DOC_COUNT_ENTRIES_PER_TOKEN", 0)  # count each part
+        monkeypatch.setattr(lightlda_mod, "KEPT_DOC_COUNT_ENTRIES", 0)
         # (with the ranges and lag it takes with kept counts: the counting form alone differs)
         monkeypatch.setattr(lightlda_mod, "RANGES_PER_THREAD", lightlda_mod.RANGES_PER_THREAD_KEPT)
         monkeypatch.setattr(lightlda_mod, "N_K_LAG", lightlda_mod.N_K_LAG_KEPT)
