@@ -14,7 +14,13 @@ the clock (summed over the workers' shards, as the records have them), and the l
         --iterations 20 --workers 2 --threads-per-worker 1 --sampler cgs
 
 ``--a`` / ``--b``: the checkout each variant's ``biglda`` is imported from (default: this
-one); the flags after ``--`` go to both.
+one); the flags after ``--`` go to both. Each variant compiles its kernels into a numba
+cache of its own, fresh, in a first run of 2 iterations that is not measured: numba checks
+a cached kernel against its own file only, not its callees' in other files, so a checkout's
+``__pycache__`` can hold kernels compiled from older sources. The same code in this
+checkout and in a fresh worktree still ran 0.89x–0.99x, the worktree faster in either
+order (pipelines/README.md, "Twenty-third session"): compare two worktrees, or run both
+orders and read the gain against that.
 """
 
 from __future__ import annotations
@@ -49,11 +55,11 @@ def summary(records: list[dict], skip: int) -> dict[str, float]:
     return out
 
 
-def run(checkout: Path, corpus: str, flags: list[str], out: Path) -> list[dict]:
-    """One ``biglda train`` imported from ``checkout``; its metrics records."""
+def run(checkout: Path, corpus: str, flags: list[str], out: Path, cache: Path) -> list[dict]:
+    """One ``biglda train`` imported from ``checkout``, kernels cached in ``cache``; its records."""
     metrics = out / "metrics.jsonl"
     metrics.unlink(missing_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(checkout))
+    env = dict(os.environ, PYTHONPATH=str(checkout), NUMBA_CACHE_DIR=str(cache))
     cmd = [sys.executable, "-m", "biglda.cli", "train", corpus, *flags,
            "--out", str(out / "model.zarr"), "--overwrite", "--metrics", str(metrics),
            "--checkpoint-every", "0"]
@@ -81,9 +87,13 @@ def main() -> None:
                 "B": (Path(args.b).resolve(), shlex.split(args.flags_b))}
     got: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     with tempfile.TemporaryDirectory(prefix="ab_train_") as tmp:
+        caches = {name: Path(tmp) / f"numba-{name}" for name in variants}
+        for name, (checkout, flags) in variants.items():  # (the kernels' JIT, not measured)
+            run(checkout, corpus, [*common, *flags, "--iterations", "2"], Path(tmp), caches[name])
         for r in range(1, args.rounds + 1):
             for name, (checkout, flags) in variants.items():
-                s = summary(run(checkout, corpus, [*common, *flags], Path(tmp)), args.skip)
+                s = summary(run(checkout, corpus, [*common, *flags], Path(tmp), caches[name]),
+                            args.skip)
                 got[name].append(s)
                 print(f"{name} round {r}: {s['tokens_per_s'] / 1e6:.2f} M tokens/s, kernel "
                       f"CPU {s['kernel_cpu_s']:.4f} s, wait {s['wait_s']:.4f} s, clock "

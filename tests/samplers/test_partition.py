@@ -223,6 +223,41 @@ def test_lightlda_keeps_document_counts_without_changing_the_chain(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
+def test_lightlda_keeps_document_counts_on_threads_within_the_budget(monkeypatch):
+    # Short documents for K take more than DOC_COUNT_ENTRIES_PER_TOKEN: one thread (no
+    # steps to overlap) counts them, several keep them while they fit in
+    # KEPT_DOC_COUNT_ENTRIES (a window's sweep keeps both halves'). Kept by the budget, a
+    # sweep is the one kept by the per-token rule, bit for bit (2T ranges, lag 2), and its
+    # counts stay the recount of z (_sweeps checks every sweep).
+    import biglda.samplers.lightlda_cpu as lightlda_mod
+
+    keeps = lightlda_mod._keeps_doc_counts
+    assert not keeps(1000, 100, 10_000)  # 500 x 100 entries: 5 a token
+    assert keeps(1000, 100, 10_000, n_threads=2)
+    assert keeps(1000, 100, 10_000, n_threads=2, windowed=True)
+    monkeypatch.setattr(lightlda_mod, "KEPT_DOC_COUNT_ENTRIES", 50_000)
+    assert keeps(1000, 100, 10_000, n_threads=2)
+    assert not keeps(1000, 100, 10_000, n_threads=2, windowed=True)
+    assert not keeps(1002, 100, 10_000, n_threads=2)
+    monkeypatch.undo()
+
+    rng = np.random.default_rng(7)
+    doc_ptr = np.concatenate([[0], np.cumsum(rng.integers(1, 8, size=400))]).astype(np.int64)
+    tokens = (rng.zipf(1.5, size=int(doc_ptr[-1])) % 50).astype(np.int32)
+    n_topics = 40  # 200 x 40 entries against about 1,600 tokens: 5 a token
+    assert not keeps(400, n_topics, len(tokens)) and keeps(400, n_topics, len(tokens), 2)
+    with ThreadPoolExecutor(2) as pool:
+        budget = _sweeps(tokens, doc_ptr, 50, n_topics, pool, 3, 3)
+        monkeypatch.setattr(lightlda_mod, "DOC_COUNT_ENTRIES_PER_TOKEN", 1000)
+        rule = _sweeps(tokens, doc_ptr, 50, n_topics, pool, 3, 3)
+        monkeypatch.setattr(lightlda_mod, "DOC_COUNT_ENTRIES_PER_TOKEN", 0)
+        monkeypatch.setattr(lightlda_mod, "KEPT_DOC_COUNT_ENTRIES", 0)
+        counted = _sweeps(tokens, doc_ptr, 50, n_topics, pool, 3, 3)
+    for a, b in zip(budget, rule, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(budget[0], counted[0])  # (T ranges and lag 1: another chain)
+
+
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=IDS)
 def test_the_layout_is_kept_between_sweeps_and_made_anew_when_the_tokens_change(sampler):
     # What depends on the tokens alone (the cut, the token lists by range) is kept with the
