@@ -51,6 +51,17 @@ class _Serial(Executor):
         return fut
 
 
+def _counts(text: str) -> list[int]:
+    """``N[,M...]``: non-negative integers (argparse reports anything else in one line)."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+    if any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"entries must be >= 0: {text!r}")
+    return values
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", required=True)
@@ -69,10 +80,12 @@ def main(argv=None) -> int:
                     help="run a sweep's parts one after another on one thread")
     ap.add_argument("--snapshot-entries", type=float,
                     help="SNAPSHOT_ENTRIES_PER_TOKEN: 0 makes the sweeps record moves")
-    ap.add_argument("--kept-entries", default=None,
+    ap.add_argument("--kept-entries", default=None, type=_counts,
                     help="lightlda's KEPT_DOC_COUNT_ENTRIES, or several (comma-separated: "
                     "alternating chains)")
     args = ap.parse_args(argv)
+    if args.kept_entries is not None and args.sampler != "lightlda":
+        ap.error("--kept-entries sets a lightlda setting: use it with --sampler lightlda")
 
     import importlib
 
@@ -115,8 +128,7 @@ def main(argv=None) -> int:
     print(f"{args.corpus}: {len(tokens):,} tokens, V = {n_words}, K = {k}, {args.sampler}"
           + (f", WORD_COST_POWER {args.word_cost_power}" if args.word_cost_power else "")
           + (", parts run serially on one thread" if args.serial else ""))
-    kept = ([int(v) for v in args.kept_entries.split(",")] if args.kept_entries is not None
-            else [None])
+    kept = args.kept_entries or [None]
     print("| threads | kept entries | s per sweep | busy | CPU µs/token | doc LL/token |\n"
           "|---|---|---|---|---|---|")
     n_max = max(int(t) for t in args.threads.split(","))
