@@ -95,7 +95,6 @@ DENSE_ABOVE_THREADS = 0.1
 DENSE_CAP_FROM_THREADS = 3
 # At most this many n_wk entries are read to measure the density (2-3 ms a sweep on Debian).
 _DENSITY_ENTRIES = 1 << 22
-_ALL_ROWS = (1 << 31) - 1  # (a window past every row: all of them)
 # About this many terms of the conditional are evaluated to estimate the moves: ~1 ms, within
 # 0.03 of the estimate from 4x as many (3-4 ms; Debian and synth4m, K = 100 and 1000).
 _MOVE_TERMS = 1 << 20
@@ -348,16 +347,14 @@ def _row_density_of(occ, n_wk, max_entries):
 
 
 @njit(nogil=True, cache=True)
-def _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, max_terms, lo=0,
-                hi=_ALL_ROWS):
+def _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, max_terms):
     """Return the expected share of tokens a sweep from this state moves (in [0, 1]).
 
     One minus the mean, over the tokens of every ``stride``-th document, of the probability
     of a token's own topic under its full conditional (its counts without it); ``stride``
-    keeps the terms evaluated (K a token) to ~``max_terms``. Only tokens of rows ``[lo,
-    hi)`` count (a window: the same documents, so ~``max_terms`` times the window's share of
-    the tokens). Deterministic. A sweep's realized share follows it closely (Debian, K =
-    100, sweep 10: 0.508 moved, estimated 0.508 from 4 M terms, 0.498 from 1 M).
+    keeps the terms evaluated (K a token) to ~``max_terms``. Deterministic. A sweep's
+    realized share follows it closely (Debian, K = 100, sweep 10: 0.508 moved, estimated
+    0.508 from 4 M terms, 0.498 from 1 M).
     """
     n_docs = doc_ptr.shape[0] - 1
     n_topics = n_k.shape[0]
@@ -378,8 +375,6 @@ def _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, max_terms, 
             n_dk[z[i]] += 1
         for i in range(d_lo, d_hi):
             w = tokens[i]
-            if w < lo or w >= hi:
-                continue
             s = np.int64(z[i])
             total = 0.0
             for k in range(n_topics):
@@ -857,30 +852,21 @@ class CGSSampler(Sampler):
             WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG, window, follows)
 
     def _kernel(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, occ=None,
-                n_threads: int = 1, window: tuple[int, int] | None = None) -> str:
+                n_threads: int = 1) -> str:
         """Return the kernel of this sweep: "plain", "dense" or "sparse".
 
         ``occ``: each row's tokens, where the caller counted them already. The moves are
-        estimated only where the density alone does not decide. A ``window`` (with
-        ``occ``) is judged on its rows and tokens alone, at its share of the reads: the P
-        windows of a clock read what one whole sweep's choice reads (at 16 windows the
-        whole reads were a quarter of a window's CPU; pipelines/README.md, "Nineteenth
-        session").
+        estimated only where the density alone does not decide.
         """
         if self.variant != "sparse":
             return self.variant
-        lo, hi = (0, n_wk.shape[0]) if window is None or occ is None else window
-        share = 1.0
-        if (lo, hi) != (0, n_wk.shape[0]):
-            share = float(occ[lo:hi].sum()) / max(1.0, float(occ.sum()))
         density = (_row_density(tokens, n_wk, _DENSITY_ENTRIES) if occ is None
-                   else _row_density_of(occ[lo:hi], n_wk[lo:hi],
-                                        max(1, int(_DENSITY_ENTRIES * share))))
+                   else _row_density_of(occ, n_wk, _DENSITY_ENTRIES))
         moves = 1.0  # (logged as such where the density decides alone)
         choice = self.kernel_for(density, moves, n_threads)
         if choice != self.kernel_for(density, 0.0, n_threads):  # the moves decide
             moves = _move_share(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
-                                _MOVE_TERMS, lo, hi)
+                                _MOVE_TERMS)
             choice = self.kernel_for(density, moves, n_threads)
         logger.debug("cgs sweep: row density %.3f, moves %.3f, %s kernel", density, moves,
                      choice)
@@ -897,8 +883,9 @@ class CGSSampler(Sampler):
                          state):
         """Sweep on the threads of ``part`` (a :class:`Partition`) with this sweep's kernel."""
         dcut, wcut = part.dcut, part.wcut
-        if self._kernel(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, part.n_w,
-                        part.threads, part.layout.window) == "dense":
+        kernel = self._step_kernel(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words)
+        part.keep["cgs-kernel"] = kernel
+        if kernel == "dense":
             n_topics = n_k.shape[0]
             if (doc_ptr.shape[0] - 1) * n_topics <= DOC_COUNT_ENTRIES_PER_TOKEN * len(tokens):
                 # each document range's tokens by word range (kept with the layout) and its
@@ -951,6 +938,26 @@ class CGSSampler(Sampler):
         part.run_steps(_sparse_part, args, n_k, state, _TAG_SPARSE)
         part.keep["cgs-doc-lists"] = [d_top, d_cnt, d_len]
         return None
+
+    def _step_kernel(self, part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words) -> str:
+        """Return the kernel of a partitioned sweep: a clock's steps all run its first's.
+
+        A later step of a clock (``part.current``: the step before was this sampler's, on
+        these arrays) runs the kernel the step before ran; any other sweep chooses from the
+        whole shard's rows and tokens (a window's first step too), as a sweep on one thread
+        does. Chosen per window, the windows of frequent words (dense rows) ran the dense
+        kernel and the others SparseLDA, and a step that changed kernel rebuilt its
+        documents' state from ``z`` (the other kernel's counts or lists were no use): on half
+        of Debian at K = 100 in 4 windows, 153 ms a clock against 108 ms all SparseLDA and
+        124 ms all dense (pipelines/README.md, "Twenty-fourth session"). The choice is still
+        a function of the state at the clock's start, so BSP stays deterministic.
+        """
+        if part.windowed and part.current:
+            kept = part.carried.get("cgs-kernel")
+            if kept is not None:
+                return str(kept)
+        return self._kernel(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, part.n_w,
+                            part.threads)
 
     @staticmethod
     def _doc_range_lists(part, tokens, doc_ptr, z, n_topics):

@@ -178,7 +178,9 @@ def _doc_state_is_the_recount(carried, tokens, doc_ptr, z, n_topics, dcut):
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("sampler", [*SAMPLERS, ("cgs", {"dense_above": 0.3})],
+# (at 6 topics the whole shard's row density falls from 0.956 to 0.880 over the run, across
+# 0.93: clock 0 dense, later clocks SparseLDA; the windows' densities range from 1.0 to 0.26)
+@pytest.mark.parametrize("sampler", [*SAMPLERS, ("cgs", {"dense_above": 0.93})],
                          ids=[*IDS, "cgs-both"])
 @pytest.mark.parametrize("n_threads", [1, 2])
 @pytest.mark.parametrize("n_topics", [6, 200], ids=["doc-counts-kept", "doc-counts-anew"])
@@ -186,14 +188,17 @@ def test_a_clocks_later_steps_follow_the_step_before(sampler, n_threads, n_topic
     """``follows``: a clock's steps after the first take the documents' state the step before
     left instead of rebuilding it from ``z``. It holds ``z`` after every step (the
     recount), the counts stay the recount of ``z``; the dense kernel and lightlda make the
-    very chain of steps that rebuild it; SparseLDA another (its lists' order), and a kernel
-    that did not sweep the step before rebuilds its own; lightlda keeps each half's topics
-    and, at 6 topics, its documents' counts. Another array or a whole sweep in between:
-    rebuilt, as without ``follows``."""
+    very chain of steps that rebuild it; SparseLDA another (its lists' order); lightlda
+    keeps each half's topics and, at 6 topics, its documents' counts. cgs's steps that
+    follow run the kernel of the clock's first step, chosen from the whole shard (the
+    windows of frequent words would choose the dense one, the others SparseLDA); without
+    ``follows`` each step chooses from the whole shard. Another array or a whole sweep in
+    between: rebuilt, as without ``follows``."""
     tokens, doc_ptr, n_words = _corpus(n_words=200)
     windows = [(0, 3), (3, 40), (40, 120), (120, 200)]
-    runs, kinds = {}, set()
+    runs, kinds, picked = {}, set(), {}
     for follows in (False, True):
+        picked[follows] = []
         z = init_z(len(tokens), n_topics, RandomKey(4, -1))
         n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
         smp = get_sampler(sampler[0], **sampler[1])
@@ -204,14 +209,25 @@ def test_a_clocks_later_steps_follow_the_step_before(sampler, n_threads, n_topic
                               RandomKey(4, 99))
                 for s, w in enumerate(windows):
                     before_wk, before_k = n_wk.copy(), n_k.copy()
+                    if s == 0 or not follows:
+                        z_start, wk_start, k_start = z.copy(), n_wk.copy(), n_k.copy()
                     res = smp.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.05, n_words,
                                     RandomKey(4, clock, 0, s), pool=pool,
                                     n_threads=n_threads, window=w,
                                     follows=follows and (s > 0 or clock == 2))
                     check_counts_and_delta(tokens, doc_ptr, z, n_wk, n_k, before_wk,
                                            before_k, res, n_words)
+                    if sampler[0] == "cgs":  # the whole shard's choice at the step's start
+                        whole = smp._kernel(tokens, doc_ptr, z_start, wk_start, k_start,
+                                            np.full(n_topics, 0.1), 0.05, float(n_words))
                     carried = smp._layouts._carried[1]
-                    kinds |= set(carried)
+                    kinds |= set(carried) - {"cgs-kernel"}
+                    if sampler[0] == "cgs":
+                        picked[follows].append(carried["cgs-kernel"])
+                        if not follows or s == 0:
+                            assert carried["cgs-kernel"] == whole
+                        else:  # the kernel of the step before
+                            assert carried["cgs-kernel"] == picked[follows][-2]
                     (dcut,) = {lay.dcut.tobytes(): lay.dcut
                                for lay in smp._layouts._items.values()}.values()
                     _doc_state_is_the_recount(carried, tokens, doc_ptr, z, n_topics, dcut)
@@ -224,6 +240,11 @@ def test_a_clocks_later_steps_follow_the_step_before(sampler, n_threads, n_topic
     if sampler[0] == "lightlda":
         assert kinds == {"lightlda-halves"}
     elif n_topics == 6:
-        want = {"cgs-doc-counts", "cgs-doc-lists"} if sampler[1]["dense_above"] == 0.3 else (
+        want = {"cgs-doc-counts", "cgs-doc-lists"} if sampler[1]["dense_above"] == 0.93 else (
             {"cgs-doc-counts"} if sampler[1]["dense_above"] == 0.0 else {"cgs-doc-lists"})
         assert kinds == want
+        assert {f"cgs-doc-{'counts' if k == 'dense' else 'lists'}"
+                for k in picked[False] + picked[True]} == want
+        if sampler[1]["dense_above"] == 0.93:  # clock 0 changes kernel only without follows
+            assert picked[False][:4] == ["dense"] * 3 + ["sparse"]
+            assert picked[True][:4] == ["dense"] * 4
