@@ -947,10 +947,11 @@ class CGSSampler(Sampler):
         whole shard's rows and tokens (a window's first step too), as a sweep on one thread
         does. Chosen per window, the windows of frequent words (dense rows) ran the dense
         kernel and the others SparseLDA, and a step that changed kernel rebuilt its
-        documents' state from ``z`` (the other kernel's counts or lists were no use): on half
-        of Debian at K = 100 in 4 windows, 153 ms a clock against 108 ms all SparseLDA and
-        124 ms all dense (pipelines/README.md, "Twenty-fourth session"). The choice is still
-        a function of the state at the clock's start, so BSP stays deterministic.
+        documents' state from ``z`` (the other kernel's counts or lists were no use;
+        pipelines/README.md, "Twenty-fourth session"). The choice is still a function of
+        the state at the clock's start, so BSP stays deterministic. The kernel travels with
+        the documents' state it left (``part.keep``): the dense kernel keeps none where
+        D x K is too large, so the state's name would not say which ran.
         """
         if part.windowed and part.current:
             kept = part.carried.get("cgs-kernel")

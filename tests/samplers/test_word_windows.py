@@ -217,15 +217,14 @@ def test_a_clocks_later_steps_follow_the_step_before(sampler, n_threads, n_topic
                                     follows=follows and (s > 0 or clock == 2))
                     check_counts_and_delta(tokens, doc_ptr, z, n_wk, n_k, before_wk,
                                            before_k, res, n_words)
-                    if sampler[0] == "cgs":  # the whole shard's choice at the step's start
-                        whole = smp._kernel(tokens, doc_ptr, z_start, wk_start, k_start,
-                                            np.full(n_topics, 0.1), 0.05, float(n_words))
                     carried = smp._layouts._carried[1]
                     kinds |= set(carried) - {"cgs-kernel"}
                     if sampler[0] == "cgs":
                         picked[follows].append(carried["cgs-kernel"])
-                        if not follows or s == 0:
-                            assert carried["cgs-kernel"] == whole
+                        if not follows or s == 0:  # the whole shard's choice at its start
+                            assert carried["cgs-kernel"] == smp._kernel(
+                                tokens, doc_ptr, z_start, wk_start, k_start,
+                                np.full(n_topics, 0.1), 0.05, float(n_words))
                         else:  # the kernel of the step before
                             assert carried["cgs-kernel"] == picked[follows][-2]
                     (dcut,) = {lay.dcut.tobytes(): lay.dcut
