@@ -143,8 +143,12 @@ class ShardCache:
         return out
 
     def push(self, tables: TableClient, clock: int, words: np.ndarray, topics: np.ndarray,
-             counts: np.ndarray, timeout: float, log: bool = True) -> int:
-        """Push this clock's delta (local word ids): one call per table shard; return bytes sent."""
+             counts: np.ndarray, timeout: float, log: bool = True, advance: int | None = None
+             ) -> int:
+        """Push this clock's delta (local word ids): one call per table shard; return bytes sent.
+
+        ``advance``: also :meth:`advance` to that clock, in the same calls (logged pushes).
+        """
         # (int32 local ids stay int32: no copy of the delta's ids to int64 and back)
         words = np.asarray(words)
         if words.dtype != np.int32:
@@ -155,7 +159,13 @@ class ShardCache:
         for w, t, c in self._by_table_shard(words, topics, counts):
             sent += w.nbytes + t.nbytes + c.nbytes
             parts.append((w, t, c))
-        tables.push(self.shard, clock, parts, timeout, log=log)
+        if advance is None:
+            tables.push(self.shard, clock, parts, timeout, log=log)
+        elif not log:
+            raise AssertionError("an advance goes with a logged push")
+        else:
+            self.received = list(tables.push_advance(self.shard, clock, parts, advance,
+                                                     timeout))
         self.bytes_pushed += sent
         return sent
 

@@ -75,6 +75,18 @@ class TableClient:
                 for actor, (w, t, c) in zip(self.actors, parts, strict=True)]
         call_all(futs, timeout, f"shard {shard}: push of clock {clock}")
 
+    def push_advance(self, shard: int, clock: int, parts: Sequence[tuple[np.ndarray, ...]],
+                     upto: int, timeout: float) -> list[np.ndarray]:
+        """:meth:`push` and :meth:`advance` to ``upto`` in one call per table shard.
+
+        (:meth:`biglda.ps.table.TableShard.push_advance`.) Returns ``received`` per table
+        shard.
+        """
+        futs = [actor.push_advance(shard, clock, w, t, c, int(upto))
+                for actor, (w, t, c) in zip(self.actors, parts, strict=True)]
+        return call_all(futs, timeout, f"shard {shard}: push of clock {clock}, advance to "
+                                       f"{upto}")
+
     def push_to(self, part: int, shard: int, clock: int, words: np.ndarray,
                 topics: np.ndarray, counts: np.ndarray, timeout: float, log: bool = True
                 ) -> bool:
@@ -250,6 +262,21 @@ class ClockClient:
         call(self.actor.tick_many(completed, {int(k): v for k, v in stats.items()}), timeout,
              f"shards {min(stats)}..{max(stats)}: clock tick")
 
+    def tick_wait(self, completed: int, stats: Mapping[int, Mapping[str, Any]],
+                  chunk: float, timeout: float) -> ClockAnswer:
+        """:meth:`tick_many`, then :meth:`wait_many` for clock ``completed``, in one call.
+
+        The shards are those of ``stats``; the first chunk of the wait is in the tick's call
+        (between two clocks a process made two round trips), later ones as :meth:`wait_many`.
+        """
+        shards = sorted(int(k) for k in stats)
+        answer = call(self.actor.tick_wait(completed, {int(k): v for k, v in stats.items()},
+                                           timeout=chunk), chunk + timeout,
+                      f"shards {shards[0]}..{shards[-1]}: clock tick")
+        if answer is not ClockAnswer.WAIT:
+            return ClockAnswer(answer)
+        return self.wait_many(shards, completed, chunk, timeout)
+
     def tick(self, shard: int, completed: int, stats: Mapping[str, Any] | None,
              timeout: float) -> None:
         """Report that shard ``shard`` finished ``completed`` sweeps (its pushes are done).
@@ -268,6 +295,16 @@ class ClockClient:
     def ask_totals(self, clock: int, n: int, wait: float) -> Any:
         """Ask for :meth:`totals` now; returns the call's future."""
         return self.actor.totals(int(clock), int(n), timeout=wait)
+
+    def send_ask_totals(self, clock: int, writer: int, dk: np.ndarray, n: int, wait: float
+                        ) -> Any:
+        """:meth:`send_totals` and :meth:`ask_totals` of the same clock in one call.
+
+        The future answers as :meth:`ask_totals`' (pass it to :meth:`totals`); a failed post
+        shows there.
+        """
+        return self.actor.totals_post_ask(int(clock), int(writer), np.asarray(dk, np.int64),
+                                          int(n), timeout=wait)
 
     def totals(self, clock: int, n: int, wait: float, timeout: float, asked: Any = None
                ) -> np.ndarray | None:

@@ -117,6 +117,12 @@ class ClockServer:
             self.mailbox.deliver(int(shard), int(completed), st)
         self._notify()
 
+    async def tick_wait(self, completed: int, stats: dict[int, dict], timeout: float = 5.0
+                        ) -> ClockAnswer:
+        """:meth:`tick_many`, then :meth:`wait_many` of the same shards for ``completed``."""
+        await self.tick_many(completed, stats)
+        return await self.wait_many(list(stats), completed, timeout)
+
     async def tick(self, shard: int, completed: int, stats: dict | None = None) -> None:
         """Shard ``shard`` has finished ``completed`` sweeps (pushes done), with its stats."""
         shard, completed = int(shard), int(completed)
@@ -184,6 +190,12 @@ class ClockServer:
         """Keep process ``writer``'s change of ``n_k`` in ``clock``."""
         self.board.post(clock, writer, dk)
         self._notify()
+
+    async def totals_post_ask(self, clock: int, writer: int, dk: Any, n: int,
+                              timeout: float = 5.0) -> Any:
+        """:meth:`totals_post`, then :meth:`totals` of the same clock (one call, not two)."""
+        await self.totals_post(clock, writer, dk)
+        return await self.totals(clock, n, timeout)
 
     async def totals(self, clock: int, n: int, timeout: float = 5.0) -> Any:
         """Return the sum of ``clock``'s changes of ``n_k`` once ``n`` processes posted them.

@@ -50,17 +50,19 @@ class ProcessCache(ShardCache):
         self.members = tuple(int(m) for m in members if int(m) != int(lead))
 
     def push_all(self, tables: TableClient, clock: int,
-                 deltas: Sequence[tuple[np.ndarray, ...]], timeout: float) -> int:
+                 deltas: Sequence[tuple[np.ndarray, ...]], timeout: float,
+                 advance: int | None = None) -> int:
         """Push the process's delta of ``clock`` under the lead; return bytes sent.
 
         The delta is the sum of ``deltas`` (local ids); every other shard pushes an empty one.
+        ``advance``: the lead's push also advances it to that clock (:meth:`ShardCache.push`).
         """
         parts = [d for d in deltas if len(d[0])]
         if len(parts) == 1:
             words, topics, counts = parts[0][:3]
         else:  # each sweep's delta is sorted and unique (the sampler contract): merge them
             words, topics, counts = sum_sorted(parts)
-        sent = self.push(tables, clock, words, topics, counts, timeout)
+        sent = self.push(tables, clock, words, topics, counts, timeout, advance=advance)
         self.push_members(tables, clock, timeout)
         return sent
 

@@ -678,6 +678,17 @@ class TableShard:
         self._trim()
         return self._received[shard].copy()
 
+    def push_advance(self, shard: int, clock: int, words: np.ndarray, topics: np.ndarray,
+                     counts: np.ndarray, upto: int) -> np.ndarray:
+        """:meth:`push`, then :meth:`advance` to ``upto``: one call where a clock had two.
+
+        Processes taking turns advance at the push of clock ``c`` to ``c - 2``, the clock
+        their advance at ``c``'s start named (every writer had pushed it then). Returns the
+        reader's ``received``.
+        """
+        self.push(shard, clock, words, topics, counts)
+        return self.advance(shard, upto)
+
     # -- read-outs ----------------------------------------------------------------------
     def snapshot(self, clock: int) -> tuple[float, np.ndarray] | None:
         """``(row_ll, n_k part)`` when every shard's push of ``clock`` had arrived (popped)."""

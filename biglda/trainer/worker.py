@@ -401,11 +401,14 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     clock = spec.start_clock
     alpha = np.asarray(spec.alpha, dtype=np.float64)
     lead = proc.shards[0].index
+    shards = [st.index for st in proc.shards]
+    t0, cpu0 = time.time(), time.process_time()
+    answer = None  # (between two clocks the tick's call brings the next clock's answer)
     with ThreadPoolExecutor(max(1, n_threads - 1)) as pool:
         while clock < spec.stop_clock:
-            t0, cpu0 = time.time(), time.process_time()
-            answer = spec.ps.clock.wait_many([st.index for st in proc.shards], clock,
-                                             spec.wait_chunk, spec.cfg.call_timeout)
+            if answer is None:
+                answer = spec.ps.clock.wait_many(shards, clock, spec.wait_chunk,
+                                                 spec.cfg.call_timeout)
             if answer is ClockAnswer.ABORT:  # the driver restarts every shard: write nothing
                 return {}
             if answer is ClockAnswer.STOP:
@@ -422,8 +425,13 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
                                      t0, cpu0)
             except _GivenUp:  # (as ABORT: the driver restarts every shard)
                 return {}
-            spec.ps.clock.tick_many(clock + 1, {st.index: stats[st.index] for st in proc.shards},
-                                    spec.cfg.call_timeout)
+            done = {st.index: stats[st.index] for st in proc.shards}
+            t0, cpu0 = time.time(), time.process_time()
+            if clock + 1 < spec.stop_clock:
+                answer = spec.ps.clock.tick_wait(clock + 1, done, spec.wait_chunk,
+                                                 spec.cfg.call_timeout)
+            else:
+                spec.ps.clock.tick_many(clock + 1, done, spec.cfg.call_timeout)
             clock += 1
     _final_checkpoint(spec, proc, clock)
     return {st.index: st.z for st in proc.shards}
@@ -591,7 +599,8 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
     ``s``, and of this clock before ``s``; :meth:`biglda.ps.managed.EarlyUpdates.wait_window`),
     so it starts from the rows as their last holder left them; after it, it posts its own
     for the processes that have ``w`` next. No pull, no barrier: the cache's rows are exact
-    from the posts (the table's log is trimmed by :meth:`biglda.ps.ShardCache.advance`),
+    from the posts (the clock's push advances the reader to ``c - 2``, which trims the
+    table's log: :meth:`biglda.ps.ShardCache.push`),
     and a clock starts once the process that had its first window last in the clock
     before has posted it (the clock admits a process a clock ahead, ``ClockRules.ahead``).
     ``n_k`` is as under BSP: at the first step it is set to the table's after every
@@ -656,11 +665,14 @@ def _sweep_steps(spec: GroupSpec, proc: _ProcessState, sampler: Any, pool: Any, 
         posts.append(early.send_step(tables, clock, w, s, res.delta_words, res.delta_topics,
                                      res.delta_counts))
     dk = np.sum([p.delta_k for p in parts], axis=0).astype(np.int64)
-    posts.append(spec.ps.clock.send_totals(clock, lead, dk))
     if clock + 1 < spec.stop_clock:  # the next clock's first step: asked now, comes meanwhile
+        # (the totals are posted and asked for in one call: its answer is the next clock's)
         proc.asked_next = (early.ask_window(tables, turns.window(rank, 0),
                                             turns.since(rank, clock + 1, 0, spec.start_clock)),
-                           spec.ps.clock.ask_totals(clock, spec.n_processes, STEP_WAIT))
+                           spec.ps.clock.send_ask_totals(clock, lead, dk, spec.n_processes,
+                                                         STEP_WAIT))
+    else:
+        posts.append(spec.ps.clock.send_totals(clock, lead, dk))
     # the posts went out without waiting for their answers: all of them arrived
     call_all(posts, cfg.call_timeout, f"shards {lead}..: steps of clock {clock}")
     # the steps' rows are disjoint ranges: their deltas in the ranges' order are the clock's
@@ -708,9 +720,8 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     upto = clock - 1 if cfg.staleness == 0 else ALL_CLOCKS
     if not proc.attached:
         pulled = cache.attach(spec.ps.tables, upto, cfg.call_timeout)
-    elif proc.windows:  # (the turns' posts brought every move: the clock admits at c - 2)
-        pulled = cache.advance(spec.ps.tables, clock - 2, cfg.call_timeout) \
-            if clock - 2 >= spec.start_clock else 0
+    elif proc.windows:  # (the turns' posts brought every move: the push advances, below)
+        pulled = 0
     else:
         pulled = cache.refresh(spec.ps.tables, upto, cfg.call_timeout)
     if cfg.comm_budget > 0 or proc.windows:
@@ -745,9 +756,12 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
 
     lls = PartQueue(len(runs), run_ll)
     futs = [pool.submit(lls.drain) for _ in range(max(1, proc.n_threads - 1))]
+    # processes taking turns: the push also advances to c - 2, which every process had pushed
+    # when this clock was admitted (a pull would bring nothing: the posts brought every move)
+    advance = clock - 2 if proc.windows and clock - 2 >= spec.start_clock else None
     pushed = cache.push_all(spec.ps.tables, clock,
                             [(r.delta_words, r.delta_topics, r.delta_counts, r.delta_k)
-                             for r, _ in results], cfg.call_timeout)
+                             for r, _ in results], cfg.call_timeout, advance=advance)
     t_push = time.time()
     lls.drain()
     for fut in futs:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 
+import numpy as np
+
 from biglda.ps.clock import ClockServer
 from biglda.ps.protocol import ClockAnswer
 
@@ -83,3 +85,27 @@ def test_a_process_waits_and_ticks_for_all_its_shards_in_one_call():
     assert state["completed"] == [2, 2, 1, 1]
     starts = [(s, c) for s, c, _, _ in state["starts"]]
     assert starts == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+
+
+def test_tick_wait_and_totals_post_ask_answer_as_their_two_calls():
+    """tick_wait = tick_many then wait_many (the answer waits for the clock's admission);
+    totals_post_ask = totals_post then totals (answered once every process posted)."""
+    async def scenario():
+        clock = ClockServer(n_shards=2, staleness=0)
+        await clock.tick_many(0, {0: {}})
+        assert await clock.tick_wait(0, {1: {}}, timeout=0.01) is GO  # both initialized
+        assert await clock.tick_wait(1, {0: {"tokens": 3}}, timeout=0.01) is WAIT  # BSP
+        waiter = asyncio.ensure_future(clock.tick_wait(1, {1: {"tokens": 4}}, timeout=2.0))
+        first = asyncio.ensure_future(clock.totals_post_ask(0, 0, np.array([1, -1]), 2,
+                                                            timeout=2.0))
+        await asyncio.sleep(0.01)
+        assert not first.done()  # process 1 has not posted its totals of clock 0
+        second = await clock.totals_post_ask(0, 1, np.array([2, -2]), 2, timeout=2.0)
+        return await waiter, await first, second, await clock.mailbox_collect(0, 0.01), \
+            await clock.state()
+
+    answer, first, second, stats, state = asyncio.run(scenario())
+    assert answer is GO and stats == {0: {"tokens": 3}, 1: {"tokens": 4}}
+    np.testing.assert_array_equal(first, [3, -3])
+    np.testing.assert_array_equal(second, [3, -3])
+    assert [(s, c) for s, c, _, _ in state["starts"]] == [(1, 0), (1, 1)]

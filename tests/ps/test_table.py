@@ -128,3 +128,33 @@ def test_snapshot_under_ssp_is_the_state_after_the_clock():
     assert math.isclose(ll, _row_ll(oracle), rel_tol=1e-9)
     np.testing.assert_array_equal(nk, oracle.sum(0))
     np.testing.assert_array_equal(ps.n_wk, before)  # the table is left as it was
+
+
+def test_push_advance_is_a_push_then_an_advance():
+    """One call at a clock's push where processes taking turns made two: the same table,
+    the same ``received`` and the same trimmed log as the push and the advance apart; an
+    advance past what every writer pushed still fails."""
+    rng = np.random.default_rng(3)
+    one = TableShard(0, 0, 20, n_topics=K, n_shards=2, beta=BETA)
+    two = TableShard(0, 0, 20, n_topics=K, n_shards=2, beta=BETA)
+    for ps in (one, two):
+        ps.attach(0, np.arange(20, dtype=np.int64), -1)
+        ps.attach(1, np.arange(20, dtype=np.int64), -1)
+    for clock in range(4):
+        for shard in range(2):
+            w, t, c = _random_delta(rng, 0, 20)
+            upto = clock - 2
+            if upto < 0:
+                one.push(shard, clock, w, t, c)
+                two.push(shard, clock, w, t, c)
+                continue
+            got = one.push_advance(shard, clock, w, t, c, upto)
+            two.push(shard, clock, w, t, c)
+            np.testing.assert_array_equal(got, two.advance(shard, upto))
+    np.testing.assert_array_equal(one.n_wk, two.n_wk)
+    assert {k: v for k, v in one.info().items() if k != "bytes_in"} == \
+        {k: v for k, v in two.info().items() if k != "bytes_in"}
+    assert one.info()["advances"] == 4 and one.info()["log_entries"] < 8
+    w, t, c = _random_delta(rng, 0, 20)
+    with pytest.raises(RuntimeError, match="pushes only up to"):
+        one.push_advance(0, 4, w, t, c, 4)  # writer 1 has not pushed clock 4
