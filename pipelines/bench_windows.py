@@ -16,6 +16,9 @@ Takes the first ``--share`` of the corpus's documents (a process's part of a 2-p
 ``--windows 16 --share 0.0625``: one process's clock at 16 processes).
 ``--burn N`` first runs N unmeasured exact sweeps (the default cgs) from the random topics,
 so the modes are measured where a training is after N iterations, not at its start.
+``--table corpus`` counts the table from the whole corpus (burnt in whole) and sweeps the
+share against it, as a process of a P-process training does; the default (``share``)
+counts it from the share alone, as an independent run on the share (``2x1:i``) does.
 """
 
 from __future__ import annotations
@@ -36,11 +39,16 @@ KERNELS = {"dense": ("cgs", {"dense_above": 0.0}), "sparse": ("cgs", {"dense_abo
            "auto": ("cgs", {}), "lightlda": ("lightlda", {})}
 
 
-def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip, burn=0
-        ) -> tuple[float, list[float]]:
+def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip, burn=0,
+        n_docs=None) -> tuple[float, list[float]]:
     """CPU µs a token of ``mode`` ("exact", "whole", "windows" or "follows"), median after
     ``skip``, and each window's (its sweep's CPU over its tokens; empty for "exact"); from
-    the state ``burn`` exact sweeps of the default cgs make from random topics."""
+    the state ``burn`` exact sweeps of the default cgs make from random topics.
+
+    ``n_docs``: sweep only the first ``n_docs`` documents of ``tokens`` / ``doc_ptr``
+    (the burn sweeps them all); the others' counts stay in the table, as another process's
+    do in a training. None: sweep them all.
+    """
     name, params = KERNELS[variant]
     sampler = get_sampler(name, **params)
     z = init_z(len(tokens), n_topics, RandomKey(0, -1))
@@ -48,6 +56,9 @@ def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip
     start = get_sampler("cgs")
     for it in range(burn):
         start.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words, RandomKey(0, -2, it))
+    if n_docs is not None:  # (views: the sweeps write the share's topics into z)
+        doc_ptr = doc_ptr[:n_docs + 1]
+        tokens, z = tokens[:int(doc_ptr[-1])], z[:int(doc_ptr[-1])]
     cpu, per = [], []
     with ThreadPoolExecutor(1) as pool:
         for it in range(sweeps):
@@ -78,17 +89,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", type=int, default=4)
     ap.add_argument("--burn", type=int, default=0,
                     help="exact sweeps (default cgs) before the measured ones, unmeasured")
+    ap.add_argument("--table", choices=("share", "corpus"), default="share",
+                    help="count the table from the share's documents alone, or from the "
+                         "whole corpus (a process's share of a P-process training's table)")
     ap.add_argument("--variants", nargs="+", default=["dense", "sparse"], choices=list(KERNELS))
     args = ap.parse_args(argv)
     corpus = Corpus.open(args.corpus)
     n_docs = max(1, int(corpus.n_docs * args.share))
-    doc_ptr = np.asarray(corpus.doc_ptr[:n_docs + 1], dtype=np.int64)
+    whole = args.table == "corpus"
+    doc_ptr = np.asarray(corpus.doc_ptr[:(corpus.n_docs if whole else n_docs) + 1],
+                         dtype=np.int64)
     tokens = np.asarray(corpus.read_tokens(0, int(doc_ptr[-1]))).astype(np.int32)
+    share = tokens[:int(doc_ptr[n_docs])]
     windows = word_windows(np.bincount(tokens, minlength=corpus.n_words), args.windows)
-    print(f"{len(tokens):,} tokens, K = {args.topics}, windows {windows}")
+    print(f"{len(share):,} tokens swept of {len(tokens):,} in the table, K = {args.topics}, "
+          f"windows {windows}")
     for variant in args.variants:
         got = {mode: run(tokens, doc_ptr, corpus.n_words, args.topics, variant, mode, windows,
-                         args.sweeps, args.skip, args.burn)
+                         args.sweeps, args.skip, args.burn, n_docs if whole else None)
                for mode in ("exact", "whole", "windows", "follows")}
         print(f"{variant}: " + ", ".join(f"{m} {v[0]:.3f}" for m, v in got.items())
               + " µs/token (CPU, one thread); follows by window: "
