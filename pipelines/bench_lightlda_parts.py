@@ -116,24 +116,9 @@ def run(sweeps: dict, tokens, doc_ptr, n_words, n_topics, n_sweeps) -> dict:
     return {name: (cpu, acc, ll, z) for name, (z, _, _, cpu, acc, ll) in state.items()}
 
 
-def sweeps_to(curve: list[float], target: float) -> float | None:
-    """Sweeps (interpolated, 1-based) until ``curve`` first reaches ``target``; None if never.
-
-    >>> sweeps_to([-3.0, -2.0, -1.0], -1.5)
-    2.5
-    >>> sweeps_to([-3.0, -2.0], -1.0) is None
-    True
-    """
-    for j, v in enumerate(curve):
-        if v >= target:
-            if j == 0:
-                return 1.0
-            return j + (target - curve[j - 1]) / (v - curve[j - 1])
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     from biglda.corpus import Corpus
+    from biglda.trainer.layout import seconds_to
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", required=True)
@@ -164,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         cpu, acc, ll, _ = got[q]
         c = float(np.median(cpu[2:] or cpu))
         ratios = []
-        for n in marks:
-            need = sweeps_to(got[2][2], ll[n - 1])
+        for n in marks:  # (sweeps counted from 1: seconds_to counts from the first point)
+            after = seconds_to(list(enumerate(got[2][2], 1)), ll[n - 1])
+            need = None if after is None else 1 + after
             ratios.append(f"> {args.sweeps * base_cpu / (n * c):.2f}x" if need is None
                           else f"{need * base_cpu / (n * c):.2f}x")
         print(f"| {q} | {c:.3f} | {acc[-1]:.3f} | "
