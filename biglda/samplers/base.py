@@ -197,6 +197,9 @@ class Sampler:
 
     algorithm: str = ""
     backend: str = "cpu"
+    #: what a word's n_w tokens cost a sweep, n_w ** this, for cutting the vocabulary into
+    #: ranges (threads) and windows (processes taking turns) of equal cost
+    word_cost_power: float = 1.0
     _snapshot_rows: np.ndarray | None = None  # (the buffer of the last snapshot)
 
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -> SweepResult:

@@ -788,6 +788,7 @@ class CGSSampler(Sampler):
 
     algorithm = "cgs"
     backend = "cpu"
+    word_cost_power = WORD_COST_POWER  # (its threads' ranges, and the processes' windows)
 
     @property
     def threads_per_sweep(self) -> bool:

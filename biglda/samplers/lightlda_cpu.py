@@ -567,6 +567,7 @@ class LightLDASampler(Sampler):
     backend = "cpu"
     threads_per_sweep = True  # one sweep takes several threads (the trainer gives it its pool)
     word_windows = True  # a sweep can take a window of words (partitioned, also on one thread)
+    word_cost_power = WORD_COST_POWER  # (its threads' ranges, and the processes' windows)
 
     def __init__(self, mh_steps: int = 2):
         if int(mh_steps) < 1:

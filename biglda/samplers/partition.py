@@ -415,17 +415,18 @@ class Partition:
         return words, topics, counts, delta_k
 
 
-def word_windows(word_count: np.ndarray, n: int) -> list[tuple[int, int]]:
-    """Cut the words ``0..V-1`` into ``n`` windows ``(lo, hi)`` of about equal tokens.
+def word_windows(word_cost: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """Cut the words ``0..V-1`` into ``n`` windows ``(lo, hi)`` of about equal cost.
 
-    ``word_count[w]``: word ``w``'s tokens. A word is never cut, so a window holds an equal
-    share within one word's tokens (the turns of ``--process-partition``).
+    ``word_cost[w]``: what word ``w`` costs a sweep (its tokens, or as a sampler weighs them:
+    ``n_w ** word_cost_power``). A word is never cut, so a window holds an equal share
+    within one word's cost (the turns of ``--process-partition``).
 
     >>> word_windows(np.array([2, 1, 1, 2]), 2)
     [(0, 2), (2, 4)]
     """
-    cum = np.cumsum(np.asarray(word_count, dtype=np.int64))
-    total = int(cum[-1]) if len(cum) else 0
+    cum = np.cumsum(np.asarray(word_cost, dtype=np.float64))
+    total = float(cum[-1]) if len(cum) else 0.0
     cuts = np.searchsorted(cum, total * np.arange(1, n) / n, side="right")
     edges = np.maximum.accumulate(np.concatenate([[0], cuts, [len(cum)]]).astype(np.int64))
     return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]

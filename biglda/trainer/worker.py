@@ -441,9 +441,13 @@ def _process_windows(spec: GroupSpec, corpus: Any, vocab: np.ndarray, sampler: A
                      ) -> list[tuple[int, int]]:
     """Return the rows of the cache each step of ``--process-partition`` resamples, by range.
 
-    The vocabulary is cut into :class:`Turns`' W windows of about equal tokens of the
-    corpus (every process cuts the same); window ``r`` as rows ``[lo, hi)`` of the cache
-    (its local ids are the global ones, sorted).
+    The vocabulary is cut into :class:`Turns`' W windows of about equal cost by the
+    corpus's counts, as the sampler weighs a word's tokens (``n_w ** word_cost_power``:
+    lightlda's rare words cost more a token, and windows of equal tokens kept a process
+    waiting for the other's window of rare words, pipelines/README.md, "Twenty-eighth
+    session"; cgs's, power 1, are of equal tokens). Every process cuts the same from the
+    corpus alone, so a seed and layout still make one chain. Window ``r`` as rows ``[lo,
+    hi)`` of the cache (its local ids are the global ones, sorted).
     """
     from biglda.errors import ConfigError
     from biglda.samplers.partition import word_windows
@@ -451,8 +455,8 @@ def _process_windows(spec: GroupSpec, corpus: Any, vocab: np.ndarray, sampler: A
     if not getattr(sampler, "word_windows", False):
         raise ConfigError(f"--process-partition needs a sampler whose sweep takes a window "
                           f"of words (cgs's sparse or dense kernel, lightlda), not {sampler!r}")
-    windows = word_windows(corpus.word_count,
-                           Turns(spec.n_processes, spec.cfg.turn_windows).n_windows)
+    cost = np.asarray(corpus.word_count, dtype=np.float64) ** float(sampler.word_cost_power)
+    windows = word_windows(cost, Turns(spec.n_processes, spec.cfg.turn_windows).n_windows)
     return [(int(np.searchsorted(vocab, lo)), int(np.searchsorted(vocab, hi)))
             for lo, hi in windows]
 

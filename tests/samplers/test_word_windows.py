@@ -107,6 +107,42 @@ def test_word_windows_cut_the_words_into_ranges_of_equal_tokens():
     assert word_windows(np.array([0, 5, 0, 0]), 3) == [(0, 1), (1, 1), (1, 4)]  # (one empty)
 
 
+def test_the_processes_windows_are_of_equal_cost_as_the_sampler_weighs_words():
+    """The turns' windows: of equal n_w ** word_cost_power (lightlda's rare words cost more
+    a token, so their window holds fewer tokens), the same as the sampler's threads' cut."""
+    from types import SimpleNamespace
+
+    from biglda.samplers.cgs_cpu import WORD_COST_POWER as CGS_POWER
+    from biglda.samplers.lightlda_cpu import WORD_COST_POWER as LIGHT_POWER
+    from biglda.samplers.partition import word_windows
+    from biglda.trainer.worker import Turns, _process_windows
+
+    rng = np.random.default_rng(1)
+    counts = np.bincount(np.minimum(rng.zipf(1.4, 200_000), 5000) - 1, minlength=5000)
+    corpus = SimpleNamespace(word_count=counts)
+    vocab = np.flatnonzero(counts)  # a process's rows: the words it holds, sorted
+    spec = SimpleNamespace(n_processes=2, cfg=SimpleNamespace(turn_windows=2))
+    n = Turns(2, 2).n_windows
+    light, cgs = get_sampler("lightlda"), get_sampler("cgs", dense_above=2.0)
+    assert (light.word_cost_power, cgs.word_cost_power) == (LIGHT_POWER, CGS_POWER) == (0.8, 1)
+    for sampler in (light, cgs):
+        p = sampler.word_cost_power
+        got = _process_windows(spec, corpus, vocab, sampler)
+        cut = word_windows(counts.astype(np.float64) ** p, n)
+        # the windows as rows of the cache: the cut's global words, by local id
+        assert got == [(int(np.searchsorted(vocab, a)), int(np.searchsorted(vocab, b)))
+                       for a, b in cut]
+        weight = counts.astype(np.float64) ** p
+        shares = [float(weight[a:b].sum()) for a, b in cut]
+        assert max(abs(x - weight.sum() / n) for x in shares) <= weight.max()
+    light_cut = word_windows(counts.astype(np.float64) ** LIGHT_POWER, n)
+    token_cut = word_windows(counts, n)
+    # lightlda's window of the rarest words holds fewer tokens than an equal-token cut's
+    assert counts[light_cut[-1][0]:].sum() < counts[token_cut[-1][0]:].sum()
+    # cgs weighs a token as a token: its windows are those of equal tokens
+    assert word_windows(counts.astype(np.float64) ** cgs.word_cost_power, n) == token_cut
+
+
 def test_every_window_of_an_array_keeps_its_layout():
     """Six windows a sweep (six processes' turns): the second round finds all six layouts,
     which share one copy of the array (and its words' counts); another array's layouts still
