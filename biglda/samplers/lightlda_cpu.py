@@ -71,6 +71,14 @@ DOC_COUNT_ENTRIES_PER_TOKEN = 4
 # sweep) and 0.965 against 0.796 (Debian, K = 1,000; 8% faster): pipelines/README.md,
 # "Twenty-third session" (pipelines/bench_partition.py --kept-entries).
 KEPT_DOC_COUNT_ENTRIES = 1 << 26
+# ... and while one range's part of them fits in this many entries (a range of R = 2T: the
+# 4 MiB of a block, BLOCK_ENTRIES, that the counting form keeps in cache). Kept counts of
+# larger ranges are read at random out of the cache: on this VM's 2 threads a sweep took
+# 0.459 s kept against 0.313 counting (Debian, K = 1,000: 7.7 M entries a range; 0.748
+# against 0.675 on synth4m, 5 M), on 4 threads 0.480 against 0.371 (3.9 M); at 16 threads
+# (0.6-1.0 M a range) their CPU a token came within 5% (pipelines/README.md, "Twenty-eighth
+# session"), where the 2T ranges' schedule is what kept counts buy.
+KEPT_RANGE_ENTRIES = BLOCK_ENTRIES
 # Ranges a thread (biglda.samplers.partition) and how many steps behind a part's n_k may be,
 # with the documents' counts kept and without. Counting them in every part made each range
 # cost CPU: 2T ranges cost 7% more CPU a token on the VM's 2 threads and lost 5-7% of
@@ -90,15 +98,20 @@ def _keeps_doc_counts(n_docs: int, n_topics: int, n_tokens: int, n_threads: int 
     """Whether a partitioned sweep keeps the halves' document counts (their size's rule).
 
     At most :data:`DOC_COUNT_ENTRIES_PER_TOKEN` entries a token; on several threads also
-    anything within :data:`KEPT_DOC_COUNT_ENTRIES` (``windowed``: both halves' buffers).
+    anything within :data:`KEPT_DOC_COUNT_ENTRIES` (``windowed``: both halves' buffers)
+    whose part a range (of ``RANGES_PER_THREAD_KEPT`` x T) is within
+    :data:`KEPT_RANGE_ENTRIES`.
 
     >>> _keeps_doc_counts(40_000, 1000, 4_000_000), _keeps_doc_counts(40_000, 1000, 4_000_000, 2)
-    (False, True)
+    (False, False)
+    >>> _keeps_doc_counts(40_000, 1000, 4_000_000, 16)
+    True
     """
     half = (n_docs + 1) // 2 * n_topics
     if half <= DOC_COUNT_ENTRIES_PER_TOKEN * n_tokens:
         return True
-    return n_threads > 1 and half * (2 if windowed else 1) <= KEPT_DOC_COUNT_ENTRIES
+    return (n_threads > 1 and half * (2 if windowed else 1) <= KEPT_DOC_COUNT_ENTRIES
+            and half <= KEPT_RANGE_ENTRIES * RANGES_PER_THREAD_KEPT * n_threads)
 
 
 @njit(nogil=True, cache=True)

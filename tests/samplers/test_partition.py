@@ -226,9 +226,10 @@ def test_lightlda_keeps_document_counts_without_changing_the_chain(monkeypatch):
 def test_lightlda_keeps_document_counts_on_threads_within_the_budget(monkeypatch):
     # Short documents for K take more than DOC_COUNT_ENTRIES_PER_TOKEN: one thread (no
     # steps to overlap) counts them, several keep them while they fit in
-    # KEPT_DOC_COUNT_ENTRIES (a window's sweep keeps both halves'). Kept by the budget, a
-    # sweep is the one kept by the per-token rule, bit for bit (2T ranges, lag 2), and its
-    # counts stay the recount of z (_sweeps checks every sweep).
+    # KEPT_DOC_COUNT_ENTRIES (a window's sweep keeps both halves') and a range's part fits in
+    # KEPT_RANGE_ENTRIES. Kept by the budget, a sweep is the one kept by the per-token rule,
+    # bit for bit (2T ranges, lag 2), and its counts stay the recount of z (_sweeps checks
+    # every sweep).
     import biglda.samplers.lightlda_cpu as lightlda_mod
 
     keeps = lightlda_mod._keeps_doc_counts
@@ -239,6 +240,12 @@ def test_lightlda_keeps_document_counts_on_threads_within_the_budget(monkeypatch
     assert keeps(1000, 100, 10_000, n_threads=2)
     assert not keeps(1000, 100, 10_000, n_threads=2, windowed=True)
     assert not keeps(1002, 100, 10_000, n_threads=2)
+    monkeypatch.undo()
+    # ... and while a range's part is within KEPT_RANGE_ENTRIES (2T ranges)
+    monkeypatch.setattr(lightlda_mod, "KEPT_RANGE_ENTRIES", 10_000)
+    assert not keeps(1000, 100, 10_000, n_threads=2)  # 4 ranges of 12,500 entries
+    assert keeps(1000, 100, 10_000, n_threads=3)  # 6 of 8,334
+    assert keeps(1000, 20, 10_000, n_threads=2)  # (by the per-token rule: 1 a token)
     monkeypatch.undo()
 
     rng = np.random.default_rng(7)
