@@ -10,7 +10,7 @@ first dense sweeps), the CPU seconds per token of all the sweep's threads
 (``SweepResult.cpu_seconds``; the calling thread's alone on one thread), and the doc
 log-likelihood per token at the end (the chains differ by thread count; on one thread it is
 the exact chain). More threads than cores share them: CPU per token still shows what the
-partition adds. ``--word-cost-power P`` sets the sampler's ``WORD_COST_POWER`` (how word
+partition adds. ``--word-cost-power P`` sets the sampler's ``word_cost_power`` (how word
 ranges are cut); ``--part-times`` prints each part's seconds of the last sweep (document
 range, word range), the balance a step waits for. ``--snapshot-entries N`` sets how many
 row entries a token the partitioned sweeps still snapshot for their delta (0: they record
@@ -95,8 +95,6 @@ def main(argv=None) -> int:
     module = importlib.import_module({"lightlda": "biglda.samplers.lightlda_cpu",
                                       "cgs": "biglda.samplers.cgs_cpu"}.get(
                                           args.sampler, "biglda.samplers.warplda_cpu"))
-    if args.word_cost_power is not None:
-        module.WORD_COST_POWER = args.word_cost_power
     for name, value in (("RANGES_PER_THREAD", args.ranges_per_thread), ("N_K_LAG", args.lag)):
         for variant in (name, name + "_KEPT"):  # (lightlda's with its documents' counts kept)
             if value is not None and hasattr(module, variant):
@@ -138,7 +136,10 @@ def main(argv=None) -> int:
             for _ in kept:
                 z = init_z(len(tokens), k, RandomKey(0, -1))
                 n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
-                chains.append((get_sampler(args.sampler), z, n_wk, n_k, [], []))
+                sampler = get_sampler(args.sampler)
+                if args.word_cost_power is not None:  # (its threads' ranges)
+                    sampler.word_cost_power = args.word_cost_power
+                chains.append((sampler, z, n_wk, n_k, [], []))
             for it in range(args.sweeps):
                 for value, (sampler, z, n_wk, n_k, secs, cpus) in zip(kept, chains, strict=True):
                     if value is not None:

@@ -850,7 +850,7 @@ class CGSSampler(Sampler):
                                                          a, float(beta), float(n_words),
                                                          state),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER, RANGES_PER_THREAD, self._layouts, N_K_LAG, window, follows)
+            self.word_cost_power, RANGES_PER_THREAD, self._layouts, N_K_LAG, window, follows)
 
     def _kernel(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, occ=None,
                 n_threads: int = 1) -> str:

@@ -611,7 +611,7 @@ class LightLDASampler(Sampler):
                                                       float(beta), float(n_words), state,
                                                       self.mh_steps, kept),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
-            WORD_COST_POWER, RANGES_PER_THREAD_KEPT if kept else RANGES_PER_THREAD,
+            self.word_cost_power, RANGES_PER_THREAD_KEPT if kept else RANGES_PER_THREAD,
             self._layouts, N_K_LAG_KEPT if kept else N_K_LAG, window, follows)
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):

@@ -126,13 +126,12 @@ def test_the_processes_windows_are_of_equal_cost_as_the_sampler_weighs_words():
     light, cgs = get_sampler("lightlda"), get_sampler("cgs", dense_above=2.0)
     assert (light.word_cost_power, cgs.word_cost_power) == (LIGHT_POWER, CGS_POWER) == (0.8, 1)
     for sampler in (light, cgs):
-        p = sampler.word_cost_power
+        weight = counts.astype(np.float64) ** sampler.word_cost_power
         got = _process_windows(spec, corpus, vocab, sampler)
-        cut = word_windows(counts.astype(np.float64) ** p, n)
+        cut = word_windows(weight, n)
         # the windows as rows of the cache: the cut's global words, by local id
         assert got == [(int(np.searchsorted(vocab, a)), int(np.searchsorted(vocab, b)))
                        for a, b in cut]
-        weight = counts.astype(np.float64) ** p
         shares = [float(weight[a:b].sum()) for a, b in cut]
         assert max(abs(x - weight.sum() / n) for x in shares) <= weight.max()
     light_cut = word_windows(counts.astype(np.float64) ** LIGHT_POWER, n)

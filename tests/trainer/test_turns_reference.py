@@ -4,8 +4,8 @@ Oracle: a NumPy-level replay of the documented scheme on three processes of one 
 (docs/design.md, "Across processes, one chain"): the vocabulary in W = m x 3 windows of
 equal tokens (cgs weighs a word by its tokens; ``--turn-windows m``, 2 by default, and 1),
 W steps a clock, and in step ``s`` process ``p`` on window ``w = (m p + s) mod W``. Each
-clock every process starts from
-the table after the clock before, on its own words' rows; in step ``s`` it first adds the
+clock every process starts from the table after the clock before, on its own words' rows;
+in step ``s`` it first adds the
 moves on ``w`` of the clock's steps before (the processes that had ``w``; only its rows,
 and ``n_k`` by those same entries), then sweeps the tokens of window ``w`` with the stream
 ``(seed, clock, shard, s)``. The trained ``z`` of
