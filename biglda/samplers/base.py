@@ -202,6 +202,15 @@ class Sampler:
     word_cost_power: float = 1.0
     _snapshot_rows: np.ndarray | None = None  # (the buffer of the last snapshot)
 
+    def warm_variants(self) -> list[Sampler]:
+        """Return fresh samplers, one per kernel this one may first call after a first sweep.
+
+        For :func:`biglda.samplers.warm.warm_kernels`: a sampler whose kernel depends on
+        the chain's state returns one fixed on each kernel it may choose; one whose first
+        sweep calls every kernel it will call returns none (the default).
+        """
+        return []
+
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key) -> SweepResult:
         """Resample every token of one shard once.
 

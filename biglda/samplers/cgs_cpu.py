@@ -809,6 +809,17 @@ class CGSSampler(Sampler):
         self.dense_above = None if dense_above is None else float(dense_above)
         self._layouts = Layouts()  # each tokens array's cut for several threads
 
+    def warm_variants(self) -> list[Sampler]:
+        """Return one sampler on the dense and one on the SparseLDA kernel, where it chooses.
+
+        The choice follows the chain (dense while most tokens still move), so the second
+        kernel was first called, and compiled, mid-run (:mod:`biglda.samplers.warm`).
+        """
+        fixed = self.dense_above is not None and not 0.0 < self.dense_above <= 1.0
+        if self.variant != "sparse" or fixed:
+            return []  # (one kernel every sweep: the density is in [0, 1])
+        return [CGSSampler(dense_above=0.0), CGSSampler(dense_above=2.0)]
+
     def kernel_for(self, density: float, moves: float = 1.0, n_threads: int = 1) -> str:
         """Return the kernel ("dense" or "sparse") the "sparse" variant runs in this state.
 

@@ -405,6 +405,8 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
     t0, cpu0 = time.time(), time.process_time()
     answer = None  # (between two clocks the tick's call brings the next clock's answer)
     with ThreadPoolExecutor(max(1, n_threads - 1)) as pool:
+        if backend == "cpu":  # (the kernels a state-dependent choice first calls mid-run)
+            _warm(proc, first, pool)
         while clock < spec.stop_clock:
             if answer is None:
                 answer = spec.ps.clock.wait_many(shards, clock, spec.wait_chunk,
@@ -435,6 +437,20 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             clock += 1
     _final_checkpoint(spec, proc, clock)
     return {st.index: st.z for st in proc.shards}
+
+
+def _warm(proc: _ProcessState, sampler: Any, pool: Any) -> None:
+    """Compile the sampler's later kernels now, in the mode the clocks sweep in.
+
+    :mod:`biglda.samplers.warm`: windows where the processes take turns, all the process's
+    threads on one sweep where the sampler takes them, else one thread a sweep.
+    """
+    from biglda.samplers.warm import warm_kernels
+
+    one_sweep = bool(proc.windows) or proc.shared_sweep
+    warm_kernels(sampler, proc.cache.tokens, proc.threads[0].doc_ptr, proc.z,
+                 proc.cache.n_wk, proc.cache.n_k, pool=pool,
+                 n_threads=proc.n_threads if one_sweep else 1, windowed=bool(proc.windows))
 
 
 def _process_windows(spec: GroupSpec, corpus: Any, vocab: np.ndarray, sampler: Any

@@ -303,3 +303,18 @@ def test_the_switch_reads_only_the_state_so_a_fresh_sampler_continues_a_chain():
     assert kernels[0] == kernels[1]
     assert kernels[0][0] == "dense" and kernels[0][-1] == "sparse"
     np.testing.assert_array_equal(chains[0], chains[1])
+
+
+@pytest.mark.parametrize("params, n_variants", [
+    ({}, 2), ({"dense_above": 0.5}, 2), ({"dense_above": 1.0}, 2), ({"dense_above": 0.0}, 0),
+    ({"dense_above": 2.0}, 0), ({"variant": "dense"}, 0), ({"variant": "plain"}, 0)])
+def test_the_warm_up_covers_both_kernels_where_the_choice_follows_the_chain(params,
+                                                                            n_variants):
+    # (biglda.samplers.warm) a sampler that may choose either kernel warms one fixed on each:
+    # the first always dense, the second never; one fixed on one kernel warms nothing
+    variants = get_sampler("cgs", **params).warm_variants()
+    assert len(variants) == n_variants
+    if variants:
+        assert [v.kernel_for(0.0, 0.0) for v in variants] == ["dense", "sparse"]
+        assert [v.kernel_for(1.0, 1.0, n_threads=8) for v in variants] == ["dense", "sparse"]
+    assert get_sampler("lightlda").warm_variants() == []

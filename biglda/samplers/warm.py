@@ -1,0 +1,84 @@
+"""Compile, before a worker's first clock, the kernels its sampler may first call mid-run.
+
+numba compiles a kernel for each set of argument types on its first call in a process, or
+loads it from its on-disk cache (``cache=True``; after a fresh install there is none). A
+sampler whose choice of kernel depends on the chain's state first calls its later kernel
+mid-run: cgs sweeps with its dense kernel while most tokens still move and switches to
+SparseLDA once they settle (:meth:`biglda.samplers.cgs_cpu.CGSSampler.kernel_for`). On a
+fresh install that clock stalled while both of the VM's worker processes compiled the
+SparseLDA path: 6.4 s at clock 47 of a 2 x 1 cgs run on Debian (K = 100), 18 s under a
+profiler, and the driver warned of a straggler (pipelines/README.md, "Twenty-ninth
+session"). Every other kernel of a run is first called in clock 0, which the throughput
+balance and the clock statistics already treat as the clock that compiles.
+
+:func:`warm_kernels` sweeps a small synthetic shard once with each of the sampler's
+:meth:`~biglda.samplers.base.Sampler.warm_variants` (fresh samplers, each fixed on one of
+the kernels it may choose; none for a sampler that never switches), with the dtypes of the
+process's own arrays and in the mode its clocks sweep (one thread, several threads on one
+sweep, or windows of words with the steps after the first ``follows``), two clocks of it
+(the second finds what the first kept), so the compiled signatures are the ones the clocks
+call. The shard's values are never seen by the chain:
+the variants are fresh samplers, and the arrays are the warm-up's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Executor
+
+import numpy as np
+
+from biglda.samplers.base import Sampler
+from biglda.samplers.rng import RandomKey
+
+log = logging.getLogger(__name__)
+
+# The synthetic shard: documents x tokens a document over a vocabulary of WARM_WORDS words
+# (each word's rows dense at the start: every one is drawn often), enough for every range of
+# a partitioned sweep on up to 64 threads to hold documents and words.
+WARM_DOCS, WARM_DOC_LENGTH, WARM_WORDS = 256, 16, 256
+
+
+def warm_kernels(sampler: Sampler, tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray,
+                 n_wk: np.ndarray, n_k: np.ndarray, *, pool: Executor | None = None,
+                 n_threads: int = 1, windowed: bool = False) -> float:
+    """Sweep a synthetic shard with each of ``sampler.warm_variants()``; return the seconds.
+
+    ``tokens`` ... ``n_k``: arrays of the dtypes the clocks will pass (only their dtypes and
+    ``n_wk``'s number of topics are read). ``pool`` and ``n_threads``: the threads of one
+    sweep, as the clocks give them; ``windowed``: the clocks sweep windows of words (the
+    processes take turns), so the warm-up sweeps two, the second ``follows`` the first.
+    Where the variants' sweeps compile nothing new (the kernels are loaded already) it is a
+    few milliseconds.
+    """
+    variants = sampler.warm_variants()
+    if not variants:
+        return 0.0
+    t0 = time.perf_counter()
+    n_topics = int(n_wk.shape[1])
+    rng = np.random.default_rng(0)
+    n_tokens = WARM_DOCS * WARM_DOC_LENGTH
+    w_tokens = rng.integers(0, WARM_WORDS, n_tokens).astype(tokens.dtype)
+    w_doc_ptr = (np.arange(WARM_DOCS + 1) * WARM_DOC_LENGTH).astype(doc_ptr.dtype)
+    alpha = np.full(n_topics, 0.1)
+    for variant in variants:
+        w_z = rng.integers(0, n_topics, n_tokens).astype(z.dtype)
+        w_n_wk = np.zeros((WARM_WORDS, n_topics), dtype=n_wk.dtype)
+        np.add.at(w_n_wk, (w_tokens.astype(np.int64), w_z.astype(np.int64)), 1)
+        w_n_k = w_n_wk.sum(axis=0).astype(n_k.dtype)
+        args = (w_tokens, w_doc_ptr, w_z, w_n_wk, w_n_k, alpha, 0.01, float(WARM_WORDS))
+        for clock in range(2):  # (a second clock: what a sweep does with what it kept)
+            if windowed:
+                half = WARM_WORDS // 2
+                for i, window in enumerate([(0, half), (half, WARM_WORDS)]):
+                    variant.sweep(*args, RandomKey(0, clock, 0, i), pool=pool,
+                                  n_threads=n_threads, window=window, follows=i > 0)
+            elif n_threads > 1:
+                variant.sweep(*args, RandomKey(0, clock), pool=pool, n_threads=n_threads)
+            else:
+                variant.sweep(*args, RandomKey(0, clock))
+    seconds = time.perf_counter() - t0
+    log.info("kernels of %s ready in %.2f s (%d variants, %d threads%s)", variants[0],
+             seconds, len(variants), n_threads, ", windows" if windowed else "")
+    return seconds
