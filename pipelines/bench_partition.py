@@ -35,6 +35,7 @@ import inspect
 import statistics
 import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -104,6 +105,10 @@ def main(argv=None) -> int:
 
         base.SNAPSHOT_ENTRIES_PER_TOKEN = args.snapshot_entries  # (one and several threads)
     parts: list[tuple] = []
+    # name -> (the kernel, its timed wrapper): the wrapper is in place for the partitioned
+    # sweeps only, as the one-thread sweeps' own kernels (njit) call the parts' kernels and
+    # cannot compile against a Python function
+    swaps: dict[str, tuple[Any, Any]] = {}
     if args.part_times:  # time each part of each step (the kernels the steps call)
         for name in ("_half_sweep", "_dense_part", "_sparse_part"):
             kernel = getattr(module, name, None)
@@ -118,7 +123,7 @@ def main(argv=None) -> int:
                     out = _k(*a)
                     parts.append((a[_d], a[_w], time.perf_counter() - t0))
                     return out
-                setattr(module, name, timed)
+                swaps[name] = (kernel, timed)
     corpus = Corpus.open(args.corpus)
     tokens = np.ascontiguousarray(corpus.read_tokens(0, corpus.n_tokens), np.int32)
     doc_ptr = np.asarray(corpus.doc_ptr, np.int64)
@@ -132,6 +137,8 @@ def main(argv=None) -> int:
     n_max = max(int(t) for t in args.threads.split(","))
     with (_Serial() if args.serial else ThreadPoolExecutor(max(1, n_max - 1))) as pool:
         for n_threads in (int(t) for t in args.threads.split(",")):
+            for name, (kernel, timed) in swaps.items():
+                setattr(module, name, timed if n_threads > 1 else kernel)
             chains = []
             for _ in kept:
                 z = init_z(len(tokens), k, RandomKey(0, -1))
