@@ -36,8 +36,10 @@ log = logging.getLogger(__name__)
 
 # The synthetic shard: documents x tokens a document over a vocabulary of WARM_WORDS words
 # (each word's rows dense at the start: every one is drawn often), enough for every range of
-# a partitioned sweep on up to 64 threads to hold documents and words.
+# a partitioned sweep on up to 64 threads to hold documents and words; fewer words where
+# K is so large that the rows would pass WARM_ENTRIES (16 MB of int32: 64 words at K = 65,536).
 WARM_DOCS, WARM_DOC_LENGTH, WARM_WORDS = 256, 16, 256
+WARM_ENTRIES = 1 << 22
 
 
 def warm_kernels(sampler: Sampler, tokens: np.ndarray, doc_ptr: np.ndarray, z: np.ndarray,
@@ -57,21 +59,22 @@ def warm_kernels(sampler: Sampler, tokens: np.ndarray, doc_ptr: np.ndarray, z: n
         return 0.0
     t0 = time.perf_counter()
     n_topics = int(n_wk.shape[1])
+    n_words = max(16, min(WARM_WORDS, WARM_ENTRIES // max(1, n_topics)))
     rng = np.random.default_rng(0)
     n_tokens = WARM_DOCS * WARM_DOC_LENGTH
-    w_tokens = rng.integers(0, WARM_WORDS, n_tokens).astype(tokens.dtype)
+    w_tokens = rng.integers(0, n_words, n_tokens).astype(tokens.dtype)
     w_doc_ptr = (np.arange(WARM_DOCS + 1) * WARM_DOC_LENGTH).astype(doc_ptr.dtype)
     alpha = np.full(n_topics, 0.1)
     for variant in variants:
         w_z = rng.integers(0, n_topics, n_tokens).astype(z.dtype)
-        w_n_wk = np.zeros((WARM_WORDS, n_topics), dtype=n_wk.dtype)
+        w_n_wk = np.zeros((n_words, n_topics), dtype=n_wk.dtype)
         np.add.at(w_n_wk, (w_tokens.astype(np.int64), w_z.astype(np.int64)), 1)
         w_n_k = w_n_wk.sum(axis=0).astype(n_k.dtype)
-        args = (w_tokens, w_doc_ptr, w_z, w_n_wk, w_n_k, alpha, 0.01, float(WARM_WORDS))
+        args = (w_tokens, w_doc_ptr, w_z, w_n_wk, w_n_k, alpha, 0.01, float(n_words))
         for clock in range(2):  # (a second clock: what a sweep does with what it kept)
             if windowed:
-                half = WARM_WORDS // 2
-                for i, window in enumerate([(0, half), (half, WARM_WORDS)]):
+                half = n_words // 2
+                for i, window in enumerate([(0, half), (half, n_words)]):
                     variant.sweep(*args, RandomKey(0, clock, 0, i), pool=pool,
                                   n_threads=n_threads, window=window, follows=i > 0)
             elif n_threads > 1:

@@ -318,3 +318,27 @@ def test_the_warm_up_covers_both_kernels_where_the_choice_follows_the_chain(para
         assert [v.kernel_for(0.0, 0.0) for v in variants] == ["dense", "sparse"]
         assert [v.kernel_for(1.0, 1.0, n_threads=8) for v in variants] == ["dense", "sparse"]
     assert get_sampler("lightlda").warm_variants() == []
+
+
+@pytest.mark.parametrize("mode", [{}, {"n_threads": 2}, {"n_threads": 8},
+                                  {"n_threads": 1, "windowed": True},
+                                  {"n_threads": 8, "windowed": True}],
+                         ids=["one", "2-threads", "8-threads", "windows", "8-threads-windows"])
+@pytest.mark.parametrize("n_topics", [7, 70_000])
+def test_the_warm_up_sweeps_its_own_shard_in_every_mode(mode, n_topics):
+    # the process's arrays give only their dtypes: the warm-up's sweeps never write them;
+    # tiny ranges (8 threads: 16 ranges over the 16-64 words of a large K) still sweep
+    from concurrent.futures import ThreadPoolExecutor
+
+    from biglda.samplers import z_dtype
+    from biglda.samplers.warm import warm_kernels
+
+    arrays = [np.arange(5, dtype=np.int32), np.array([0, 5], dtype=np.int64),
+              np.zeros(5, dtype=z_dtype(n_topics)), np.ones((5, n_topics), dtype=np.int32),
+              np.full(n_topics, 3, dtype=np.int64)]
+    before = [a.copy() for a in arrays]
+    with ThreadPoolExecutor(7) as pool:
+        assert warm_kernels(get_sampler("cgs"), *arrays, pool=pool, **mode) > 0.0
+        assert warm_kernels(get_sampler("lightlda"), *arrays, pool=pool, **mode) == 0.0
+    for a, b in zip(arrays, before, strict=True):
+        np.testing.assert_array_equal(a, b)
