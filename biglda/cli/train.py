@@ -165,7 +165,7 @@ class _TrainProgress:
             self._progress.update(
                 self._task, completed=rec["iteration"],
                 ll=f"{rec['ll_per_token']:.4f}", tps=_si(rec["tokens_per_s"]),
-                eta=f"{rec['eta_s']:.0f}s")
+                eta=self._eta(rec))
 
     def _line(self, rec: dict) -> None:
         """One progress line on stderr, at most every ``every_s`` s (and the last one)."""
@@ -174,8 +174,14 @@ class _TrainProgress:
             return
         self._last_line = now
         print(f"iteration {rec['iteration']}/{self.total}  LL/token {rec['ll_per_token']:.4f}  "
-              f"{_si(rec['tokens_per_s'])} tokens/s  ETA {rec['eta_s']:.0f}s",
+              f"{_si(rec['tokens_per_s'])} tokens/s  ETA {self._eta(rec)}",
               file=sys.stderr, flush=True)
+
+    def _eta(self, rec: dict) -> str:
+        """Return the record's ETA: "-" at the run's first clock (it compiles kernels)."""
+        if len(self.iterations) <= 1 and rec["iteration"] < self.total:
+            return "-"
+        return f"{rec['eta_s']:.0f}s"
 
     def _start_bar(self) -> None:
         # rich is needed only when a terminal shows a bar

@@ -133,6 +133,8 @@ class _Attempt:
     c: int                              # the clock the driver waits for
     t0: float
     t_prev: float
+    t_first: float | None = None        # the end of this attempt's first clock, and it
+    c_first: int = -1
     slow: list[str] = field(default_factory=list)  # stragglers for rebalance_after clocks
     window: dict[str, list[float]] = field(default_factory=dict)  # {worker: [busy s, tokens]}
 
@@ -285,7 +287,7 @@ def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, ShardClockS
           + word_loglik_topics(n_k, cfg.beta, corpus.n_words))
     frame = ClockFrame(run_id=run.run_id, n_iterations=cfg.iterations,
                        n_tokens=corpus.n_tokens, t_prev=at.t_prev, t0=at.t0,
-                       done_before=len(st.history))
+                       done_before=len(st.history), t_first=at.t_first, c_first=at.c_first)
     rec = iteration_record(frame, c, stats, ll, clocks, at.placement)
     new_alpha = optimized_alpha(stats, at.alpha, cfg)
     if new_alpha is not None:
@@ -309,6 +311,8 @@ def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, ShardClockS
     if cfg.top_words_every and ((c + 1) % cfg.top_words_every == 0 or c + 1 == at.stop_clock):
         rec["top_words"] = _top_words(at.ps, corpus.vocab, 10, cfg.call_timeout)
     at.t_prev = max(r["t_end"] for r in rows)
+    if at.t_first is None:
+        at.t_first, at.c_first = at.t_prev, c
     rec["checkpoint"] = ckpt.commit_after_clock(run.ck_url, stats, c,
                                                 st.history, rec, len(run.shards),
                                                 st.known_missing)

@@ -223,6 +223,11 @@ class ClockFrame:
     t_prev: float                    # end of the previous clock (or the attempt's start)
     t0: float                        # start of the attempt
     done_before: int                 # records in the history before this one
+    # the end of the attempt's first clock and that clock (None during it): the ETA is
+    # from the clocks after it, as the first compiles kernels and fills caches (on a fresh
+    # install the demo's first clock took 17 s of a 25 s run, and the ETA said 2040 s)
+    t_first: float | None = None
+    c_first: int = -1
 
 
 def iteration_record(frame: ClockFrame, c: int, stats: dict[int, ShardClockStats],
@@ -248,7 +253,10 @@ def iteration_record(frame: ClockFrame, c: int, stats: dict[int, ShardClockStats
         w = placement.get(shard, "?")
         worker_clock[w] = min(worker_clock.get(w, done), done)
     elapsed = t_end - frame.t0
-    mean_it = elapsed / (frame.done_before + 1)
+    if frame.t_first is not None and c > frame.c_first:
+        mean_it = (t_end - frame.t_first) / (c - frame.c_first)
+    else:
+        mean_it = elapsed / (frame.done_before + 1)
     busy = busy_by_worker(rows)
     return IterationRecord(
         type="iteration", run_id=frame.run_id, iteration=c + 1,

@@ -273,6 +273,25 @@ def test_progress_lines_without_a_tty_stop_reason_and_metrics_appended_on_resume
     _check_model(out, corpus_url, 4, 4)
 
 
+def test_the_eta_is_from_the_clocks_after_the_first(corpus_url, tmp_path, capsys,
+                                                    local_cluster):
+    # the first clock compiles kernels (17 s of the demo's 25 s on a fresh install): its line
+    # has no ETA, and each later record's is the clocks since the first's mean, times what is
+    # left (the metrics' elapsed times are the oracle)
+    metrics = tmp_path / "metrics.jsonl"
+    assert main(["train", corpus_url, "--out", str(tmp_path / "m.zarr"), "-k", "4",
+                 "--iterations", "6", "--scheduler", local_cluster.scheduler.address,
+                 "--metrics", str(metrics)]) == 0
+    first = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("iteration 1/6 ") and line.endswith("ETA -") for line in first)
+    its = [r for r in map(json.loads, metrics.read_text().splitlines())
+           if r["type"] == "iteration"]
+    t1 = its[0]["elapsed"]
+    for r in its[1:]:
+        i = r["iteration"]
+        assert r["eta_s"] == pytest.approx((6 - i) * (r["elapsed"] - t1) / (i - 1), abs=1e-6)
+
+
 def test_stop_reason_tol(corpus_url, tmp_path, capsys, local_cluster):
     out = str(tmp_path / "m.zarr")
     assert main(["train", corpus_url, "--out", out, "-k", "4",
