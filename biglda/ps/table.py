@@ -162,8 +162,8 @@ class TableShard:
         self.beta = float(beta)
         self.n_wk = np.zeros((self.row_stop - self.row_start, self.n_topics), dtype=np.int32)
         self.n_k = np.zeros(self.n_topics, dtype=np.int64)
-        # compiled (or loaded) now, not at the run's first top-words call (clock 10: a
-        # second of compiling on this actor's thread there after a fresh install) or push
+        # compiled (or loaded) now, not at the run's first top-words call or push: after a
+        # fresh install that compile stalled a later clock (biglda.samplers.warm)
         top_rows(np.zeros((1, 1), dtype=self.n_wk.dtype), 1)
         first_outside(np.zeros(1, dtype=np.int32), 0, 1)  # (and the first push's check)
         self.row_ll = 0.0  # Σ over entries of lgamma(n + β) - lgamma(β)

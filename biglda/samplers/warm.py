@@ -5,20 +5,20 @@ loads it from its on-disk cache (``cache=True``; after a fresh install there is 
 sampler whose choice of kernel depends on the chain's state first calls its later kernel
 mid-run: cgs sweeps with its dense kernel while most tokens still move and switches to
 SparseLDA once they settle (:meth:`biglda.samplers.cgs_cpu.CGSSampler.kernel_for`). On a
-fresh install that clock stalled while both of the VM's worker processes compiled the
-SparseLDA path: 6.4 s at clock 47 of a 2 x 1 cgs run on Debian (K = 100), 18 s under a
-profiler, and the driver warned of a straggler (pipelines/README.md, "Twenty-ninth
-session"). Every other kernel of a run is first called in clock 0, which the throughput
-balance and the clock statistics already treat as the clock that compiles.
+fresh install that clock stalled for seconds while the worker processes compiled the
+SparseLDA path, and the driver took the stall for a straggler (pipelines/README.md,
+"Twenty-ninth session", has the profile). The other kernels of a run are first called in
+clock 0, which the throughput balance and the clock statistics already treat as the clock
+that compiles (the table shard calls its own two when it is made: ``biglda.ps.table``).
 
-:func:`warm_kernels` sweeps a small synthetic shard once with each of the sampler's
+:func:`warm_kernels` sweeps a small synthetic shard with each of the sampler's
 :meth:`~biglda.samplers.base.Sampler.warm_variants` (fresh samplers, each fixed on one of
 the kernels it may choose; none for a sampler that never switches), with the dtypes of the
 process's own arrays and in the mode its clocks sweep (one thread, several threads on one
 sweep, or windows of words with the steps after the first ``follows``), two clocks of it
 (the second finds what the first kept), so the compiled signatures are the ones the clocks
-call. The shard's values are never seen by the chain:
-the variants are fresh samplers, and the arrays are the warm-up's own.
+call. The chain never sees the shard: the variants are fresh samplers, and the arrays are
+the warm-up's own.
 """
 
 from __future__ import annotations

@@ -225,7 +225,7 @@ class ClockFrame:
     done_before: int                 # records in the history before this one
     # the end of the attempt's first clock and that clock (None during it): the ETA is
     # from the clocks after it, as the first compiles kernels and fills caches (on a fresh
-    # install the demo's first clock took 17 s of a 25 s run, and the ETA said 2040 s)
+    # install most of a short run's time, which made an ETA from it many times too long)
     t_first: float | None = None
     c_first: int = -1
 
