@@ -22,18 +22,21 @@ PROBE = Path(__file__).with_name("warm_probe.py")
 # (sampler, K, sampler parameters, processes x threads, the kernels chosen after clock 0).
 # cgs with dense_above = 0.5 at K = 100 on the synthetic corpus: the rows' density falls
 # from 0.96 below 0.5 by clock 4, so the sweeps switch from the dense kernel to SparseLDA;
-# lightlda has no switch (its case checks the table's kernels: top words every 2 clocks,
-# the first non-empty push).
+# lightlda and warplda have no switch (their cases check the table's kernels: top words
+# every 2 clocks, the first non-empty push).
 CASES = [
     ("cgs", 100, ["dense_above=0.5"], (1, 1), ["dense kernel", "sparse kernel"]),
     ("cgs", 100, ["dense_above=0.5"], (1, 2), ["dense kernel", "sparse kernel"]),
     ("cgs", 100, ["dense_above=0.5"], (2, 1), ["dense kernel", "sparse kernel"]),
+    ("cgs", 100, ["dense_above=0.5"], (2, 2), ["dense kernel", "sparse kernel"]),
     ("lightlda", 20, [], (1, 2), []),
+    ("warplda", 20, [], (1, 2), []),
 ]
 
 
 @pytest.mark.parametrize("sampler, k, params, layout, kernels", CASES,
-                         ids=["cgs-1x1", "cgs-1x2", "cgs-2x1-turns", "lightlda-1x2"])
+                         ids=["cgs-1x1", "cgs-1x2", "cgs-2x1-turns", "cgs-2x2-turns",
+                              "lightlda-1x2", "warplda-1x2"])
 def test_no_kernel_is_first_called_after_the_first_clock(synth_corpus, tmp_path, sampler, k,
                                                          params, layout, kernels):
     url, _ = synth_corpus
