@@ -30,6 +30,7 @@ from concurrent.futures import Executor
 import numpy as np
 
 from biglda.samplers.base import Sampler
+from biglda.samplers.counts import count_from_z
 from biglda.samplers.rng import RandomKey
 
 log = logging.getLogger(__name__)
@@ -67,9 +68,9 @@ def warm_kernels(sampler: Sampler, tokens: np.ndarray, doc_ptr: np.ndarray, z: n
     alpha = np.full(n_topics, 0.1)
     for variant in variants:
         w_z = rng.integers(0, n_topics, n_tokens).astype(z.dtype)
-        w_n_wk = np.zeros((n_words, n_topics), dtype=n_wk.dtype)
-        np.add.at(w_n_wk, (w_tokens.astype(np.int64), w_z.astype(np.int64)), 1)
-        w_n_k = w_n_wk.sum(axis=0).astype(n_k.dtype)
+        counted = count_from_z(w_tokens, w_doc_ptr, w_z, n_words, n_topics)
+        w_n_wk, w_n_k = (c.astype(like.dtype, copy=False) for c, like in
+                         zip(counted, (n_wk, n_k), strict=True))
         args = (w_tokens, w_doc_ptr, w_z, w_n_wk, w_n_k, alpha, 0.01, float(n_words))
         for clock in range(2):  # (a second clock: what a sweep does with what it kept)
             if windowed:
