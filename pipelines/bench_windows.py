@@ -7,7 +7,8 @@ word, as P sweeps over P windows of about equal tokens each rebuilding the docum
 ("follows": the documents' state kept through the clock). Prints the CPU µs a token of each,
 the median over sweeps after ``--skip``, and of each window of "follows" over its own tokens
 (windows of equal tokens are not of equal cost: what a step of one process waits for in
-another's)::
+another's). Each mode sweeps its own copy of the same start, the modes taking turns sweep by
+sweep (this VM's speed drifts within minutes)::
 
     .venv/bin/python pipelines/bench_windows.py --corpus runs/deb/corpus.zarr --topics 100 \\
         --variants dense sparse
@@ -39,44 +40,61 @@ KERNELS = {"dense": ("cgs", {"dense_above": 0.0}), "sparse": ("cgs", {"dense_abo
            "auto": ("cgs", {}), "lightlda": ("lightlda", {})}
 
 
-def run(tokens, doc_ptr, n_words, n_topics, variant, mode, windows, sweeps, skip, burn=0,
-        n_docs=None) -> tuple[float, list[float]]:
-    """CPU µs a token of ``mode`` ("exact", "whole", "windows" or "follows"), median after
-    ``skip``, and each window's (its sweep's CPU over its tokens; empty for "exact"); from
-    the state ``burn`` exact sweeps of the default cgs make from random topics.
+MODES = ("exact", "whole", "windows", "follows")
+
+
+def run(tokens, doc_ptr, n_words, n_topics, variant, windows, sweeps, skip, burn=0,
+        n_docs=None, modes=MODES) -> dict[str, tuple[float, list[float]]]:
+    """CPU µs a token of each of ``modes`` ("exact", "whole", "windows" or "follows"),
+    median after ``skip``, and each window's (its sweep's CPU over its tokens; empty for
+    "exact"); every mode from the state ``burn`` exact sweeps of the default cgs make from
+    random topics, on its own copy of it.
+
+    The modes take turns sweep by sweep, each sweep in another order: this VM's CPU a token
+    drifts by 10-30% within minutes. Until the thirtieth session they ran one after another,
+    and the last ("follows") read 26-55% slower than "windows" where alternating sweeps
+    found the two level (pipelines/README.md, "Thirtieth session").
 
     ``n_docs``: sweep only the first ``n_docs`` documents of ``tokens`` / ``doc_ptr``
     (the burn sweeps them all); the others' counts stay in the table, as another process's
     do in a training. None: sweep them all.
     """
     name, params = KERNELS[variant]
-    sampler = get_sampler(name, **params)
     z = init_z(len(tokens), n_topics, RandomKey(0, -1))
     n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, n_topics)
     start = get_sampler("cgs")
     for it in range(burn):
         start.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words, RandomKey(0, -2, it))
-    if n_docs is not None:  # (views: the sweeps write the share's topics into z)
+    if n_docs is not None:
         doc_ptr = doc_ptr[:n_docs + 1]
-        tokens, z = tokens[:int(doc_ptr[-1])], z[:int(doc_ptr[-1])]
-    cpu, per = [], []
+    n = int(doc_ptr[-1])
+    tokens = tokens[:n]
+    # each mode's own chain from the same state (views: the sweeps write the share's topics)
+    state = {m: (z.copy(), n_wk.copy(), n_k.copy(), get_sampler(name, **params)) for m in modes}
+    cpu: dict[str, list[float]] = {m: [] for m in modes}
+    per: dict[str, list[list[float]]] = {m: [] for m in modes}
     with ThreadPoolExecutor(1) as pool:
         for it in range(sweeps):
-            c0 = time.process_time()
-            if mode == "exact":
-                sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
-                              RandomKey(0, it))
-            else:
-                per.append([])
-                for j, w in enumerate([(0, n_words)] if mode == "whole" else windows):
-                    c1 = time.process_time()
-                    res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
-                                        RandomKey(0, it, 0, j), pool=pool, window=w,
-                                        follows=mode == "follows" and j > 0)
-                    per[-1].append(1e6 * (time.process_time() - c1) / max(1, res.n_tokens))
-            cpu.append(time.process_time() - c0)
-    by_window = [statistics.median(col) for col in zip(*per[skip:], strict=True)]
-    return 1e6 * statistics.median(cpu[skip:]) / len(tokens), by_window
+            for mode in modes[it % len(modes):] + modes[:it % len(modes)]:
+                zz, nw, nk, sampler = state[mode]
+                zs = zz[:n]
+                c0 = time.process_time()
+                if mode == "exact":
+                    sampler.sweep(tokens, doc_ptr, zs, nw, nk, 0.1, 0.01, n_words,
+                                  RandomKey(0, it))
+                else:
+                    per[mode].append([])
+                    for j, w in enumerate([(0, n_words)] if mode == "whole" else windows):
+                        c1 = time.process_time()
+                        res = sampler.sweep(tokens, doc_ptr, zs, nw, nk, 0.1, 0.01, n_words,
+                                            RandomKey(0, it, 0, j), pool=pool, window=w,
+                                            follows=mode == "follows" and j > 0)
+                        per[mode][-1].append(1e6 * (time.process_time() - c1)
+                                             / max(1, res.n_tokens))
+                cpu[mode].append(time.process_time() - c0)
+    return {m: (1e6 * statistics.median(cpu[m][skip:]) / n,
+                [statistics.median(col) for col in zip(*per[m][skip:], strict=True)])
+            for m in modes}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="count the table from the share's documents alone, or from the "
                          "whole corpus (a process's share of a P-process training's table)")
     ap.add_argument("--variants", nargs="+", default=["dense", "sparse"], choices=list(KERNELS))
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES,
+                    help="which sweeps to measure (default all four)")
     args = ap.parse_args(argv)
     corpus = Corpus.open(args.corpus)
     n_docs = max(1, int(corpus.n_docs * args.share))
@@ -105,12 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(share):,} tokens swept of {len(tokens):,} in the table, K = {args.topics}, "
           f"windows {windows}")
     for variant in args.variants:
-        got = {mode: run(tokens, doc_ptr, corpus.n_words, args.topics, variant, mode, windows,
-                         args.sweeps, args.skip, args.burn, n_docs if whole else None)
-               for mode in ("exact", "whole", "windows", "follows")}
+        got = run(tokens, doc_ptr, corpus.n_words, args.topics, variant, windows,
+                  args.sweeps, args.skip, args.burn, n_docs if whole else None,
+                  tuple(args.modes))
         print(f"{variant}: " + ", ".join(f"{m} {v[0]:.3f}" for m, v in got.items())
-              + " µs/token (CPU, one thread); follows by window: "
-              + ", ".join(f"{x:.3f}" for x in got["follows"][1]))
+              + " µs/token (CPU, one thread)"
+              + ("; follows by window: " + ", ".join(f"{x:.3f}" for x in got["follows"][1])
+                 if "follows" in got else ""))
     return 0
 
 
