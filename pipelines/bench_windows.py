@@ -52,7 +52,7 @@ def run(tokens, doc_ptr, n_words, n_topics, variant, windows, sweeps, skip, burn
 
     The modes take turns sweep by sweep, each sweep in another order: this VM's CPU a token
     drifts by 10-30% within minutes. Until the thirtieth session they ran one after another,
-    and the last ("follows") read 26-55% slower than "windows" where alternating sweeps
+    and the last ("follows") read 26-70% slower than "windows" where alternating sweeps
     found the two level (pipelines/README.md, "Thirtieth session").
 
     ``n_docs``: sweep only the first ``n_docs`` documents of ``tokens`` / ``doc_ptr``
