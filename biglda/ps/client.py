@@ -380,10 +380,15 @@ class MailboxClient:
     actor: Any
 
     def iteration(self, clock: int, poll: float, timeout: float, check: Check = None
-                  ) -> dict[int, dict] | None:
-        """Every shard's statistics of ``clock`` once all finished it; None after ``poll`` s."""
-        return call(self.actor.mailbox_collect(clock, timeout=poll), poll + timeout,
-                    "waiting for the shards", check=check)
+                  ) -> tuple[dict[int, dict], list[int]] | None:
+        """Every shard's statistics of ``clock`` once all finished it; None after ``poll`` s.
+
+        With them, the completed clocks of every shard at that moment (what
+        :meth:`ClockClient.clocks` answers): one actor call a clock for the driver, not two.
+        """
+        got = call(self.actor.mailbox_collect(clock, timeout=poll, with_clocks=True),
+                   poll + timeout, "waiting for the shards", check=check)
+        return None if got is None else (got[0], list(got[1]))
 
     def note(self, shard: int, info: dict, timeout: float) -> None:
         """Keep (update) shard ``shard``'s note, e.g. where it wrote its final checkpoint."""

@@ -172,14 +172,19 @@ class ClockServer:
             await self._changed(left)
 
     # -- the stats mailbox --------------------------------------------------------------
-    async def mailbox_collect(self, clock: int, timeout: float = 5.0
-                              ) -> dict[int, dict] | None:
-        """Per-shard stats of ``clock`` once every shard finished it; None after ``timeout``."""
+    async def mailbox_collect(self, clock: int, timeout: float = 5.0, with_clocks: bool = False
+                              ) -> dict[int, dict] | tuple[dict[int, dict], list[int]] | None:
+        """Per-shard stats of ``clock`` once every shard finished it; None after ``timeout``.
+
+        ``with_clocks``: ``(stats, completed clocks of every shard)`` then, as :meth:`clocks`
+        answers at that moment (the driver's one call a clock instead of two).
+        """
         clock = int(clock)
         deadline = time.monotonic() + timeout
         while True:
             if self.rules.finished(clock):
-                return self.mailbox.collect(clock)
+                stats = self.mailbox.collect(clock)
+                return (stats, self.rules.completed.tolist()) if with_clocks else stats
             left = deadline - time.monotonic()
             if left <= 0:
                 return None

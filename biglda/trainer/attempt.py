@@ -250,15 +250,16 @@ def _drive(run: Run, st: RunState, at: _Attempt, poll: float = 2.0) -> Rebalance
 
     while at.c < at.stop_clock:
         st.clock = at.c
-        stats = at.ps.mailbox.iteration(at.c, poll, cfg.call_timeout, check=watch)
-        if stats is None:
+        got = at.ps.mailbox.iteration(at.c, poll, cfg.call_timeout, check=watch)
+        if got is None:
             _check_tasks(at.futures)
             check_workers(run.client, at.used)
             if run.interrupted.set and st.stop_reason != "interrupted":
                 st.stop_reason = "interrupted"
                 at.stop_clock = at.ps.clock.stop(cfg.call_timeout)
             continue
-        rec = _bookkeep(run, st, at, stats, watch)
+        stats, clocks = got
+        rec = _bookkeep(run, st, at, stats, clocks, watch)
         st.history.append(rec)
         run.emit(rec)
         at.c += 1
@@ -270,8 +271,8 @@ def _drive(run: Run, st: RunState, at: _Attempt, poll: float = 2.0) -> Rebalance
 
 
 def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, ShardClockStats],
-              watch: Callable[[], None]) -> IterationRecord:
-    """Return the record of clock ``at.c``.
+              clocks: list[int], watch: Callable[[], None]) -> IterationRecord:
+    """Return the record of clock ``at.c``; ``clocks``: every shard's completed clocks.
 
     Its log-likelihood, alpha, stragglers, top words, and the checkpoint committed with it.
     """
@@ -281,7 +282,6 @@ def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, ShardClockS
     word = at.ps.tables.snapshots(c, cfg.call_timeout, check=watch)
     if any(w is None for w in word):
         raise AssertionError(f"table shards have no snapshot of clock {c}: ticks follow pushes")
-    clocks = at.ps.clock.clocks(cfg.call_timeout, check=watch)
     n_k = sum(w[1] for w in word)
     ll = (sum(r["doc_ll"] for r in stats.values()) + sum(w[0] for w in word)
           + word_loglik_topics(n_k, cfg.beta, corpus.n_words))

@@ -74,13 +74,14 @@ def test_a_process_waits_and_ticks_for_all_its_shards_in_one_call():
         assert not waiter.done()  # B (shards 2, 3) is 2 clocks behind: A waits
         await clock.tick_many(1, {2: {"tokens": 7}, 3: {"tokens": 8}})
         answer = await waiter
-        stats = await clock.mailbox_collect(0, timeout=0.01)
+        stats, completed = await clock.mailbox_collect(0, timeout=0.01, with_clocks=True)
         await clock.stop(3)
         stopped = await clock.wait_many([2, 3], 3, timeout=0.01)
-        return answer, stats, await clock.state(), stopped
+        return answer, stats, completed, await clock.state(), stopped
 
-    answer, stats, state, stopped = asyncio.run(scenario())
+    answer, stats, completed, state, stopped = asyncio.run(scenario())
     assert answer is GO and stopped is STOP
+    assert completed == [2, 2, 1, 1]  # every shard's clocks when clock 0's stats were collected
     assert stats == {0: {"tokens": 5}, 1: {"tokens": 6}, 2: {"tokens": 7}, 3: {"tokens": 8}}
     assert state["completed"] == [2, 2, 1, 1]
     starts = [(s, c) for s, c, _, _ in state["starts"]]
