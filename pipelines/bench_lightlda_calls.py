@@ -24,7 +24,7 @@ import numpy as np
 def main() -> None:
     from biglda.corpus import Corpus
     from biglda.samplers import RandomKey, count_from_z, init_z
-    from biglda.samplers.lightlda_cpu import _lightlda_sweep
+    from biglda.samplers.lightlda_cpu import _lightlda_sweep, _no_doc_counts
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", required=True)
@@ -47,7 +47,7 @@ def main() -> None:
         for a, b in itertools.pairwise(cuts):
             p = ptr[a:b + 1]
             _lightlda_sweep(tokens[p[0]:p[-1]], p - p[0], z[p[0]:p[-1]], n_wk, n_k, alpha,
-                            beta, v, np.uint64(12345 + a), 2, True)
+                            beta, v, np.uint64(12345 + a), 2, True, _no_doc_counts(p))
         return time.perf_counter() - t
 
     sweep(1)  # compile, and leave the random start

@@ -109,7 +109,7 @@ def run(sweeps: dict, tokens, doc_ptr, n_words, n_topics, n_sweeps) -> dict:
             z, n_wk, n_k, cpu, acc, ll = state[name]
             c0 = time.process_time()
             _, a, p = sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words,
-                            RandomKey(0, it).state(), 2, True)
+                            RandomKey(0, it).state(), 2, True, light._no_doc_counts(doc_ptr))
             cpu.append(time.process_time() - c0)
             acc.append(a / p)
             ll.append(joint_loglik(doc_ptr, z, n_wk, n_k, alpha, beta, n_words) / len(tokens))

@@ -23,11 +23,14 @@ Per token, ``mh_steps`` rounds of two MH steps that each leave p(z_i | z_¬i) in
 p(k) = (n_dk¬i + alpha_k)(n_wk¬i + beta)/(n_k¬i + V beta) with current counts.
 
 Visiting order (memory, not maths): each half is cut into blocks of documents whose dense
-doc-topic counts ``n_dk[block_docs, K]`` fill ``BLOCK_ENTRIES`` (4 MiB, in cache), and a
+doc-topic counts ``n_dk[block_docs, K]`` fill ``BLOCK_ENTRIES`` (2 MiB, in cache), and a
 block's tokens are visited grouped by word: a word's table and its ``n_wk`` row are then
 read by all its tokens of the block in a row instead of once per token at random, which is
 what dominates at large V x K (the rows are 400 MB at V = 100k, K = 1000). Any visiting order
 is exact, since each token's MH kernel leaves p(z_i | z_¬i) invariant with the current counts.
+The documents' topic counts are int16 (int32 where a document has more than 32,767 tokens:
+:func:`_no_doc_counts`); half the bytes made a sweep 3-20% cheaper in CPU on the VM's one and
+two threads, the same chain bit for bit (pipelines/README.md, "Thirty-first session").
 Measured on one shard of the synthetic NYTimes corpus (the commit that introduced it has the
 figures): 1.3-1.4x the doc-major sweep at K = 1000, 2.5x at K = 100, equal at K = 10,000; on
 the Debian corpus (V = 18,811) within noise of it.
@@ -47,7 +50,8 @@ from biglda.samplers.base import Sampler, SweepResult
 from biglda.samplers.partition import Layouts, partitioned_sweep
 from biglda.samplers.rng import _next_float, _next_int
 
-# Entries of the dense doc-topic block n_dk[docs, K] (int32): 4 MiB, so a block's counts stay
+# Entries of the dense doc-topic block n_dk[docs, K]: 2 MiB (int16; 4 MiB where a document has
+# more than 32,767 tokens and the counts are int32: _no_doc_counts), so a block's counts stay
 # in the last-level cache while its tokens are visited word by word.
 BLOCK_ENTRIES = 1 << 20
 
@@ -57,14 +61,14 @@ BLOCK_ENTRIES = 1 << 20
 # parts took 1.2-1.3x the others' time on the synthetic corpus (pipelines/bench_partition.py
 # --part-times; pipelines/README.md, "lightlda on the process's threads").
 WORD_COST_POWER = 0.8
-# A sweep on several threads keeps the half's documents' topic counts (int32 [D / 2, K]) through
+# A sweep on several threads keeps the half's documents' topic counts ([D / 2, K]) through
 # its steps where they take at most this many entries a token, and lists each part's tokens:
 # a part then visits only its own tokens and counts nothing. Otherwise each part counts the
 # topics of its documents from all their tokens and clears them after, 2R passes over the
 # half's tokens where this makes 2 (pipelines/README.md, "Eighth session").
 DOC_COUNT_ENTRIES_PER_TOKEN = 4
 # Where they take more, a sweep on several threads still keeps them while they fit in this many
-# entries (int32: 256 MiB; a sweep over a window keeps both halves', twice one half's): the
+# entries (int16: 128 MiB; a sweep over a window keeps both halves', twice one half's): the
 # 2T ranges and lag of 2 that come with kept counts let a thread take a part while another
 # ends a step, where T ranges make every step a barrier. On 2 threads the sweep's threads
 # were busy 0.945-0.956 of its time against 0.916-0.926 (synth4m, K = 1,000; 2-4% faster a
@@ -72,7 +76,7 @@ DOC_COUNT_ENTRIES_PER_TOKEN = 4
 # "Twenty-third session" (pipelines/bench_partition.py --kept-entries).
 KEPT_DOC_COUNT_ENTRIES = 1 << 26
 # ... and while one range's part of them fits in this many entries (a range of R = 2T: the
-# 4 MiB of a block, BLOCK_ENTRIES, that the counting form keeps in cache). Kept counts of
+# entries of a block, BLOCK_ENTRIES, that the counting form keeps in cache). Kept counts of
 # larger ranges are read at random out of the cache: on this VM's 2 threads a sweep took
 # 0.459 s kept against 0.313 counting (Debian, K = 1,000: 7.7 M entries a range; 0.748
 # against 0.675 on synth4m, 5 M), on 4 threads 0.480 against 0.371 (3.9 M); at 16 threads
@@ -195,7 +199,7 @@ def _sparse_prob(start, topic, prob, w, k, n_topics):
 
 @njit(nogil=True, cache=True)
 def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, mh_steps,
-                    symmetric):
+                    symmetric, no_counts):
     """One LightLDA sweep on one thread; updates ``z``, ``n_wk``, ``n_k`` in place.
 
     Returns ``(state, n_accepted, n_proposed)``.
@@ -225,7 +229,7 @@ def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 
             tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
             symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
             w_mass, w_topic, w_thr, w_alias, w_prob, half, 0, n_docs, 0, n_rows, False,
-            np.zeros((0, 1), dtype=np.int32), np.zeros(0, dtype=np.int64))
+            no_counts, np.zeros(0, dtype=np.int64))
         n_accept += acc
         n_propose += prop
     return state, n_accept, n_propose
@@ -307,7 +311,7 @@ def _by_word(idx, tokens, wlo, whi):
 def _half_doc_counts(counts, doc_ptr, z, half, d_lo, d_hi):
     """Count the topics of the half's documents of ``[d_lo, d_hi)`` into ``counts``.
 
-    ``counts`` (int32 [rows, K], zero) gets document ``first + 2 j``'s in row ``j`` (``first``
+    ``counts`` ([rows, K], zero) gets document ``first + 2 j``'s in row ``j`` (``first``
     the range's first document of the half). Returns the topics' totals (int64 [K]), as
     :func:`_half_counts`.
     """
@@ -354,7 +358,7 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
     of every token of those documents. Returns ``(state, accepted, proposed, moved)``:
     ``moved`` the tokens whose topic changed, with ``record`` (else empty).
 
-    ``doc_counts``: the topic counts of the half's documents of the range (int32, row ``j``
+    ``doc_counts``: the topic counts of the half's documents of the range (row ``j``
     the document ``d_lo``'s first of the half ``+ 2 j``), kept up to date here, and ``idx``
     those of their tokens in the word range, ascending (:func:`_half_doc_counts`,
     :func:`~biglda.samplers._kernels._range_lists`): each block then visits only its own
@@ -368,10 +372,10 @@ def _half_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, stat
         coef[k] = 1.0 / (n_k[k] + v_beta)
     # blocks of this half's documents whose dense doc-topic counts stay in cache
     first = d_lo + ((d_lo + half) & 1)  # the first document of this half in the range
-    # (no more rows than the half has documents: a small shard zeroes no 4 MiB block)
+    # (no more rows than the half has documents: a small shard zeroes no whole block)
     block_docs = max(1, min(BLOCK_ENTRIES // n_topics, (d_hi - first + 1) // 2))
     kept = doc_counts.shape[0] > 0
-    n_dk = doc_counts if kept else np.zeros((block_docs, n_topics), dtype=np.int32)
+    n_dk = doc_counts if kept else np.zeros((block_docs, n_topics), dtype=doc_counts.dtype)
     row0 = 0  # the block's first row in n_dk
     j_own = 0  # with kept counts: the block's first token in idx
     q_dense = np.zeros(n_topics, dtype=np.float64)
@@ -609,7 +613,8 @@ class LightLDASampler(Sampler):
         return partitioned_sweep(
             lambda part, a, state: _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, a,
                                                       float(beta), float(n_words), state,
-                                                      self.mh_steps, kept),
+                                                      self.mh_steps, kept,
+                                                      _no_doc_counts(doc_ptr)),
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, pool, n_threads,
             self.word_cost_power, RANGES_PER_THREAD_KEPT if kept else RANGES_PER_THREAD,
             self._layouts, N_K_LAG_KEPT if kept else N_K_LAG, window, follows)
@@ -617,7 +622,8 @@ class LightLDASampler(Sampler):
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         symmetric = bool(np.all(alpha == alpha[0]))
         _, n_accept, n_propose = _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta,
-                                                 n_words, state, self.mh_steps, symmetric)
+                                                 n_words, state, self.mh_steps, symmetric,
+                                                 _no_doc_counts(doc_ptr))
         return n_accept / n_propose if n_propose else None
 
     def __repr__(self) -> str:
@@ -723,11 +729,12 @@ def _place_piece(start, mass, topic, thr, alias, prob, row0, off, p_start, p_mas
 
 
 def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state,
-                       mh_steps, keep):
+                       mh_steps, keep, no_counts):
     """Sweep both halves on the threads of ``part`` (a :class:`Partition`); the accept rate.
 
     ``keep``: whether the halves' document counts are kept through the steps
-    (:func:`_keeps_doc_counts`, which also chose the partition's ranges and lag).
+    (:func:`_keeps_doc_counts`, which also chose the partition's ranges and lag);
+    ``no_counts``: the empty counts of :func:`_no_doc_counts` (their dtype).
     """
     t, dcut, wcut, n_topics = part.n_ranges, part.dcut, part.wcut, n_k.shape[0]
     symmetric = bool(np.all(alpha == alpha[0]))
@@ -735,7 +742,7 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
     n_accept, n_propose = 0, 0
     # the half's documents' topic counts, kept through its steps where they are few enough
     rows = [(int(dcut[i + 1] - dcut[i]) + 1) // 2 for i in range(t)]
-    counts_of, totals = _halves_state(part, keep, rows, n_topics)
+    counts_of, totals = _halves_state(part, keep, rows, n_topics, no_counts.dtype)
     for half in range(2):
         # the half's tokens of each word range, by word, and of each document range, by
         # word range (kept with the layout); the half's topics
@@ -759,7 +766,7 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
 
         def own(i, r, cs=counts, ds=docs):  # (the part's kept counts and tokens, or none)
             if cs is None:
-                return _NO_DOC_COUNTS, _NO_TOKENS
+                return no_counts, _NO_TOKENS
             ptr, idx = ds[i]
             return cs[i], idx[ptr[r]:ptr[r + 1]]
 
@@ -783,7 +790,7 @@ def _sweep_partitioned(part, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words
     return n_accept / n_propose if n_propose else None
 
 
-def _halves_state(part, keep: bool, rows: list[int], n_topics: int
+def _halves_state(part, keep: bool, rows: list[int], n_topics: int, dtype: np.dtype
                   ) -> tuple[list[list[np.ndarray] | None], list[np.ndarray | None]]:
     """Each half's documents' counts (a buffer a document range, or None) and its topics.
 
@@ -796,11 +803,12 @@ def _halves_state(part, keep: bool, rows: list[int], n_topics: int
     shape = [(r, n_topics) for r in rows]
 
     def fits(cs: list[np.ndarray] | None) -> bool:
-        return cs is not None and [c.shape for c in cs] == shape
+        return cs is not None and all(c.shape == sh and c.dtype == dtype
+                                      for c, sh in zip(cs, shape, strict=True))
 
     def zeroed(cs: list[np.ndarray] | None, clear: bool) -> list[np.ndarray]:
         if not fits(cs):
-            return [np.zeros(sh, dtype=np.int32) for sh in shape]
+            return [np.zeros(sh, dtype=dtype) for sh in shape]
         for c in cs if clear else ():
             c.fill(0)
         return cs
@@ -817,6 +825,17 @@ def _halves_state(part, keep: bool, rows: list[int], n_topics: int
     return [zeroed(got[0][h] if usable else None, True) for h in range(2)], [None, None]
 
 
-# ``doc_counts`` and ``idx`` of a part that counts its documents' topics block by block.
-_NO_DOC_COUNTS = np.zeros((0, 1), dtype=np.int32)
+# ``idx`` of a part that counts its documents' topics block by block (with empty counts).
 _NO_TOKENS = np.zeros(0, dtype=np.int64)
+# Empty document counts of each dtype: a document's count of a topic is at most its length
+_NO_DOC_COUNTS = {np.dtype(t): np.zeros((0, 1), dtype=t) for t in (np.int16, np.int32)}
+
+
+def _no_doc_counts(doc_ptr: np.ndarray) -> np.ndarray:
+    """Empty document counts of the dtype the documents' topic counts take (int16 or int32).
+
+    int16 where every document has at most 32,767 tokens: half the bytes of int32.
+    """
+    longest = int(np.max(np.diff(doc_ptr))) if doc_ptr.shape[0] > 1 else 0
+    return _NO_DOC_COUNTS[np.dtype(np.int16 if longest <= np.iinfo(np.int16).max
+                                   else np.int32)]
