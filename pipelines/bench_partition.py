@@ -20,7 +20,9 @@ lightlda also the ``_KEPT`` forms, which it takes where it keeps its documents' 
 ``--kept-entries N[,M...]`` sets lightlda's ``KEPT_DOC_COUNT_ENTRIES`` (0: its documents' counts
 are kept only at ``DOC_COUNT_ENTRIES_PER_TOKEN``); with several values each thread count
 sweeps a chain per value, alternating sweep by sweep (the VM's speed drifts within minutes),
-and prints a row per value. "busy" is the sweep's CPU over its threads' time (T x seconds):
+and prints a row per value; ``--doc-counts int16,int32`` alternates chains whose documents'
+counts take each dtype (the same chain: it says whether their topics came out equal).
+"busy" is the sweep's CPU over its threads' time (T x seconds):
 what the steps' waits leave. ``--serial`` runs every part of a T-thread sweep on the calling
 thread, one after another (a synchronous executor): the same work as on T threads without
 their contention for memory bandwidth. All the parts' data then passes through one core's
@@ -63,6 +65,14 @@ def _counts(text: str) -> list[int]:
     return values
 
 
+def _dtypes(text: str) -> list[str]:
+    """``int16[,int32]``: the dtypes lightlda's documents' counts may take."""
+    values = text.split(",")
+    if not values or any(v not in ("int16", "int32") for v in values):
+        raise argparse.ArgumentTypeError(f"not a list of int16 / int32: {text!r}")
+    return values
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", required=True)
@@ -84,9 +94,16 @@ def main(argv=None) -> int:
     ap.add_argument("--kept-entries", default=None, type=_counts,
                     help="lightlda's KEPT_DOC_COUNT_ENTRIES, or several (comma-separated: "
                     "alternating chains)")
+    ap.add_argument("--doc-counts", default=None, type=_dtypes,
+                    help="lightlda's documents' counts as int16 and/or int32 (comma-separated: "
+                    "alternating chains; by default the sampler's choice)")
     args = ap.parse_args(argv)
-    if args.kept_entries is not None and args.sampler != "lightlda":
-        ap.error("--kept-entries sets a lightlda setting: use it with --sampler lightlda")
+    for name in ("kept_entries", "doc_counts"):
+        if getattr(args, name) is not None and args.sampler != "lightlda":
+            ap.error(f"--{name.replace('_', '-')} sets a lightlda setting: use it with "
+                     "--sampler lightlda")
+    if args.kept_entries is not None and args.doc_counts is not None:
+        ap.error("--kept-entries and --doc-counts: one of them at a time")
 
     import importlib
 
@@ -131,8 +148,17 @@ def main(argv=None) -> int:
     print(f"{args.corpus}: {len(tokens):,} tokens, V = {n_words}, K = {k}, {args.sampler}"
           + (f", WORD_COST_POWER {args.word_cost_power}" if args.word_cost_power else "")
           + (", parts run serially on one thread" if args.serial else ""))
-    kept = args.kept_entries or [None]
-    print("| threads | kept entries | s per sweep | busy | CPU µs/token | doc LL/token |\n"
+    # the chains' variants, alternating sweep by sweep: (label, what sets it before a sweep)
+    if args.doc_counts is not None:
+        variants = [(v, lambda v=v: setattr(module, "_no_doc_counts",
+                                            lambda _: module._NO_DOC_COUNTS[np.dtype(v)]))
+                    for v in args.doc_counts]
+    elif args.kept_entries is not None:
+        variants = [(str(v), lambda v=v: setattr(module, "KEPT_DOC_COUNT_ENTRIES", v))
+                    for v in args.kept_entries]
+    else:
+        variants = [("default", lambda: None)]
+    print("| threads | variant | s per sweep | busy | CPU µs/token | doc LL/token |\n"
           "|---|---|---|---|---|---|")
     n_max = max(int(t) for t in args.threads.split(","))
     with (_Serial() if args.serial else ThreadPoolExecutor(max(1, n_max - 1))) as pool:
@@ -140,7 +166,7 @@ def main(argv=None) -> int:
             for name, (kernel, timed) in swaps.items():
                 setattr(module, name, timed if n_threads > 1 else kernel)
             chains = []
-            for _ in kept:
+            for _ in variants:
                 z = init_z(len(tokens), k, RandomKey(0, -1))
                 n_wk, n_k = count_from_z(tokens, doc_ptr, z, n_words, k)
                 sampler = get_sampler(args.sampler)
@@ -148,9 +174,9 @@ def main(argv=None) -> int:
                     sampler.word_cost_power = args.word_cost_power
                 chains.append((sampler, z, n_wk, n_k, [], []))
             for it in range(args.sweeps):
-                for value, (sampler, z, n_wk, n_k, secs, cpus) in zip(kept, chains, strict=True):
-                    if value is not None:
-                        module.KEPT_DOC_COUNT_ENTRIES = value
+                for (_, set_it), (sampler, z, n_wk, n_k, secs, cpus) in zip(
+                        variants, chains, strict=True):
+                    set_it()
                     parts.clear()
                     t0, c0 = time.perf_counter(), time.thread_time()
                     res = sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, n_words,
@@ -159,12 +185,15 @@ def main(argv=None) -> int:
                     cpus.append(res.cpu_seconds if res.cpu_seconds is not None
                                 else time.thread_time() - c0)
             rest = slice(args.skip, None)
-            for value, (_, z, _, _, secs, cpus) in zip(kept, chains, strict=True):
+            for (label, _), (_, z, _, _, secs, cpus) in zip(variants, chains, strict=True):
                 ll = doc_loglik(doc_ptr, z, np.full(k, 0.1), k) / len(tokens)
                 sec, cpu = statistics.median(secs[rest]), statistics.median(cpus[rest])
-                print(f"| {n_threads} | {'default' if value is None else value} | {sec:.3f} | "
+                print(f"| {n_threads} | {label} | {sec:.3f} | "
                       f"{cpu / (n_threads * sec):.3f} | {1e6 * cpu / len(tokens):.3f} | "
                       f"{ll:.4f} |", flush=True)
+            if args.doc_counts is not None and len(chains) > 1:  # (the same chain, any dtype)
+                same = all(np.array_equal(chains[0][1], c[1]) for c in chains[1:])
+                print(f"    the chains' topics are {'the same' if same else 'NOT the same'}")
             if args.part_times and n_threads > 1:
                 for d_lo, wlo, s in parts:
                     print(f"    part: documents from {d_lo}, words from {wlo}: {s:.3f} s")
