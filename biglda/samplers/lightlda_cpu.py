@@ -29,8 +29,8 @@ read by all its tokens of the block in a row instead of once per token at random
 what dominates at large V x K (the rows are 400 MB at V = 100k, K = 1000). Any visiting order
 is exact, since each token's MH kernel leaves p(z_i | z_¬i) invariant with the current counts.
 The documents' topic counts are int16 (int32 where a document has more than 32,767 tokens:
-:func:`_no_doc_counts`); half the bytes made a sweep 3-20% cheaper in CPU on the VM's one and
-two threads, the same chain bit for bit (pipelines/README.md, "Thirty-first session").
+:func:`_no_doc_counts`): a token reads them at random, and half the bytes keep more of them in
+cache; the chain is the same for either (pipelines/README.md, "Thirty-first session").
 Measured on one shard of the synthetic NYTimes corpus (the commit that introduced it has the
 figures): 1.3-1.4x the doc-major sweep at K = 1000, 2.5x at K = 100, equal at K = 10,000; on
 the Debian corpus (V = 18,811) within noise of it.
