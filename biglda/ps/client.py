@@ -386,7 +386,7 @@ class MailboxClient:
         With them, the completed clocks of every shard at that moment (what
         :meth:`ClockClient.clocks` answers): one actor call a clock for the driver, not two.
         """
-        got = call(self.actor.mailbox_collect(clock, timeout=poll, with_clocks=True),
+        got = call(self.actor.mailbox_collect(clock, timeout=poll),
                    poll + timeout, "waiting for the shards", check=check)
         return None if got is None else (got[0], list(got[1]))
 

@@ -172,19 +172,18 @@ class ClockServer:
             await self._changed(left)
 
     # -- the stats mailbox --------------------------------------------------------------
-    async def mailbox_collect(self, clock: int, timeout: float = 5.0, with_clocks: bool = False
-                              ) -> dict[int, dict] | tuple[dict[int, dict], list[int]] | None:
-        """Per-shard stats of ``clock`` once every shard finished it; None after ``timeout``.
+    async def mailbox_collect(self, clock: int, timeout: float = 5.0
+                              ) -> tuple[dict[int, dict], list[int]] | None:
+        """``(stats, clocks)`` once every shard finished ``clock``; None after ``timeout``.
 
-        ``with_clocks``: ``(stats, completed clocks of every shard)`` then, as :meth:`clocks`
-        answers at that moment (the driver's one call a clock instead of two).
+        The per-shard stats of ``clock`` and every shard's completed clocks, as :meth:`clocks`
+        answers at that moment: the driver's one call a clock, not two.
         """
         clock = int(clock)
         deadline = time.monotonic() + timeout
         while True:
             if self.rules.finished(clock):
-                stats = self.mailbox.collect(clock)
-                return (stats, self.rules.completed.tolist()) if with_clocks else stats
+                return self.mailbox.collect(clock), self.rules.completed.tolist()
             left = deadline - time.monotonic()
             if left <= 0:
                 return None

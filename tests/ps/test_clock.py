@@ -45,12 +45,12 @@ def test_mailbox_and_alpha_waits_end_with_the_tick_or_publication_they_wait_for(
         clock = ClockServer(n_shards=2, staleness=0)
         await clock.tick(0, 1, {"tokens": 3})
         assert await clock.mailbox_collect(0, timeout=0.01) is None  # shard 1 not done
-        collect = asyncio.ensure_future(clock.mailbox_collect(0, timeout=2.0))
+        collect = asyncio.ensure_future(clock.mailbox_collect(0, timeout=2.0))  # (stats, clocks)
         lookup = asyncio.ensure_future(clock.alpha_lookup(1, need=True, timeout=2.0))
         await asyncio.sleep(0.01)
         await clock.tick(1, 1, {"tokens": 4})
         await clock.alpha_publish(1, [0.5, 0.5])
-        return await collect, await lookup
+        return (await collect)[0], await lookup
 
     stats, alpha = asyncio.run(scenario())
     assert stats == {0: {"tokens": 3}, 1: {"tokens": 4}}
@@ -74,7 +74,7 @@ def test_a_process_waits_and_ticks_for_all_its_shards_in_one_call():
         assert not waiter.done()  # B (shards 2, 3) is 2 clocks behind: A waits
         await clock.tick_many(1, {2: {"tokens": 7}, 3: {"tokens": 8}})
         answer = await waiter
-        stats, completed = await clock.mailbox_collect(0, timeout=0.01, with_clocks=True)
+        stats, completed = await clock.mailbox_collect(0, timeout=0.01)
         await clock.stop(3)
         stopped = await clock.wait_many([2, 3], 3, timeout=0.01)
         return answer, stats, completed, await clock.state(), stopped
@@ -102,7 +102,7 @@ def test_tick_wait_and_totals_post_ask_answer_as_their_two_calls():
         await asyncio.sleep(0.01)
         assert not first.done()  # process 1 has not posted its totals of clock 0
         second = await clock.totals_post_ask(0, 1, np.array([2, -2]), 2, timeout=2.0)
-        return await waiter, await first, second, await clock.mailbox_collect(0, 0.01), \
+        return await waiter, await first, second, (await clock.mailbox_collect(0, 0.01))[0], \
             await clock.state()
 
     answer, first, second, stats, state = asyncio.run(scenario())

@@ -61,7 +61,8 @@ def test_int16_and_int32_counts_give_the_same_chain(n_threads, kept, monkeypatch
 
 
 def test_a_document_longer_than_int16_takes_int32_counts_and_stays_exact_in_its_counts():
-    # one document of 40,000 tokens at K = 1: its count of the topic is 40,000, past int16
+    # one document of 40,000 tokens: a topic's count in it may pass int16's 32,767, so the
+    # sampler takes int32, and its counts stay the recount of z
     doc_ptr = np.array([0, 40_000, 40_010], dtype=np.int64)
     tokens = (np.arange(40_010) % 7).astype(np.int32)
     assert light._no_doc_counts(doc_ptr).dtype == np.int32
