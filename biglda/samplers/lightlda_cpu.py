@@ -39,6 +39,7 @@ the Debian corpus (V = 18,811) within noise of it.
 from __future__ import annotations
 
 import itertools
+import threading
 from concurrent.futures import Executor
 
 import numpy as np
@@ -95,6 +96,9 @@ KEPT_RANGE_ENTRIES = BLOCK_ENTRIES
 # 2T ranges and a lag of 2, 1.37x with T and 1 ("Eighth session").
 RANGES_PER_THREAD, RANGES_PER_THREAD_KEPT = 1, 2
 N_K_LAG, N_K_LAG_KEPT = 1, 2
+# The tokens arrays whose halves' lists by word a sampler keeps for sweeps on one thread (the
+# trainer sweeps one array a process, or one a round: up to 4, as Layouts).
+ONE_THREAD_LISTS = 4
 
 
 def _keeps_doc_counts(n_docs: int, n_topics: int, n_tokens: int, n_threads: int = 1,
@@ -213,6 +217,38 @@ def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 
                     symmetric, no_counts):
     """One LightLDA sweep on one thread; updates ``z``, ``n_wk``, ``n_k`` in place.
 
+    Returns ``(state, n_accepted, n_proposed)``. :func:`_sweep_with_lists`, with the
+    halves' tokens by word made here (:func:`_halves_by_word`).
+    """
+    ptr0, by0, ptr1, by1 = _halves_by_word(tokens, doc_ptr, n_wk.shape[0])
+    return _sweep_with_lists(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state,
+                             mh_steps, symmetric, no_counts, ptr0, by0, ptr1, by1)
+
+
+@njit(nogil=True, cache=True)
+def _halves_by_word(tokens, doc_ptr, n_rows):
+    """Each half's tokens grouped by word: ``(word_ptr0, by_word0, word_ptr1, by_word1)``.
+
+    As :func:`_by_word` gives them (word ``w``'s tokens of half ``h`` are
+    ``by_word_h[word_ptr_h[w]:word_ptr_h[w + 1]]``, ascending), int32 where the tokens'
+    indices fit. They depend on the tokens alone.
+    """
+    n_docs = doc_ptr.shape[0] - 1
+    one_range = np.zeros(n_rows, dtype=np.int32)  # every word in range 0
+    z0 = np.zeros(tokens.shape[0], dtype=np.uint16)  # (the lists' counts are not used)
+    _, _, idx0 = _range_lists(tokens, doc_ptr, z0, 0, 0, n_docs, one_range, 1, 1)
+    _, _, idx1 = _range_lists(tokens, doc_ptr, z0, 1, 0, n_docs, one_range, 1, 1)
+    ptr0, by0 = _by_word(idx0, tokens, 0, n_rows)
+    ptr1, by1 = _by_word(idx1, tokens, 0, n_rows)
+    return ptr0, by0, ptr1, by1
+
+
+@njit(nogil=True, cache=True)
+def _sweep_with_lists(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, mh_steps,
+                      symmetric, no_counts, ptr0, by0, ptr1, by1):
+    """One LightLDA sweep on one thread, given each half's tokens by word.
+
+    ``(ptr_h, by_h)``: half ``h``'s tokens grouped by word (:func:`_halves_by_word`).
     Returns ``(state, n_accepted, n_proposed)``.
 
     Exactness: a proposal may depend on the state only through z_¬i (the tokens *not*
@@ -227,15 +263,14 @@ def _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, 
     n_docs = doc_ptr.shape[0] - 1
     v_beta = n_words * beta
     a_sum, a_thr, a_alias, a_prob = _alpha_tables(alpha, symmetric)
-    one_range = np.zeros(n_rows, dtype=np.int32)  # every word in range 0
     n_accept = 0
     n_propose = 0
     for half in range(2):
-        in_half, _, idx = _range_lists(tokens, doc_ptr, z, half, 0, n_docs, one_range, 1,
-                                       n_topics)
+        word_ptr, by_word = (ptr0, by0) if half == 0 else (ptr1, by1)
+        in_half = _half_counts(doc_ptr, z, half, 0, n_docs, n_topics)
         coef, b_thr, b_alias, b_prob, b_mass = _other_tables(n_k - in_half, beta, v_beta)
-        w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _tables_of(
-            idx, tokens, z, n_wk, coef, 0, n_rows)
+        w_start, w_mass, w_topic, w_thr, w_alias, w_prob = _word_tables(
+            word_ptr, by_word, z, n_wk, coef)
         state, acc, prop, _ = _half_sweep(
             tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state, mh_steps,
             symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass, w_start,
@@ -602,6 +637,9 @@ class LightLDASampler(Sampler):
             raise ConfigError(f"mh_steps must be >= 1, got {mh_steps}")
         self.mh_steps = int(mh_steps)
         self._layouts = Layouts()  # each tokens array's cut for several threads
+        # each tokens array's halves by word for one thread: (tokens, doc_ptr, lists)
+        self._one_thread: dict[tuple, tuple] = {}
+        self._lock = threading.Lock()
 
     def sweep(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, key, *,
               pool: Executor | None = None, n_threads: int = 1,
@@ -632,10 +670,32 @@ class LightLDASampler(Sampler):
 
     def _run(self, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state):
         symmetric = bool(np.all(alpha == alpha[0]))
-        _, n_accept, n_propose = _lightlda_sweep(tokens, doc_ptr, z, n_wk, n_k, alpha, beta,
-                                                 n_words, state, self.mh_steps, symmetric,
-                                                 _no_doc_counts(doc_ptr))
+        _, n_accept, n_propose = _sweep_with_lists(
+            tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, self.mh_steps,
+            symmetric, _no_doc_counts(doc_ptr), *self._by_word(tokens, doc_ptr, n_wk.shape[0]))
         return n_accept / n_propose if n_propose else None
+
+    def _by_word(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int) -> tuple:
+        """Return the halves' tokens by word for a sweep on one thread (:func:`_halves_by_word`).
+
+        Kept for the next sweep of the same tokens (12 bytes a token with the copy of the
+        tokens they are checked against): making them took 8% of a sweep (synth4m,
+        K = 1,000; pipelines/README.md, "Thirty-second session"). The last
+        :data:`ONE_THREAD_LISTS` arrays' are kept (a clock swept in rounds sweeps one
+        array a round).
+        """
+        key = (tokens.ctypes.data, tokens.shape[0], doc_ptr.shape[0], n_rows)
+        with self._lock:
+            hit = self._one_thread.get(key)
+        if hit is not None and np.array_equal(hit[0], tokens) and np.array_equal(hit[1], doc_ptr):
+            return hit[2]
+        lists = _halves_by_word(tokens, doc_ptr, n_rows)
+        with self._lock:
+            self._one_thread.pop(key, None)
+            while len(self._one_thread) >= ONE_THREAD_LISTS:
+                self._one_thread.pop(next(iter(self._one_thread)))
+            self._one_thread[key] = (tokens.copy(), doc_ptr.copy(), lists)
+        return lists
 
     def __repr__(self) -> str:
         """Show the number of MH steps."""
