@@ -230,8 +230,8 @@ def _halves_by_word(tokens, doc_ptr, n_rows):
     """Each half's tokens grouped by word: ``(word_ptr0, by_word0, word_ptr1, by_word1)``.
 
     As :func:`_by_word` gives them (word ``w``'s tokens of half ``h`` are
-    ``by_word_h[word_ptr_h[w]:word_ptr_h[w + 1]]``, ascending), int32 where the tokens'
-    indices fit. They depend on the tokens alone.
+    ``by_word_h[word_ptr_h[w]:word_ptr_h[w + 1]]``, ascending; int64, 8 bytes a token in
+    all). They depend on the tokens alone.
     """
     n_docs = doc_ptr.shape[0] - 1
     one_range = np.zeros(n_rows, dtype=np.int32)  # every word in range 0
