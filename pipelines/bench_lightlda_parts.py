@@ -16,7 +16,8 @@ log-likelihood per token after every ``--every`` sweeps, and how much longer Q =
         --topics 1000 --sweeps 30 --parts 2,3,4,8
 
 Q parts is not in the sampler (an experiment): the kernels for it are the library's own
-with their stride of 2 made Q, by a textual change of their source here, and Q = 2 is
+with their stride of 2 made Q, by a textual change of their source here (the half's sweep
+and its token lists; the sweep that calls them is written out here), and Q = 2 is
 checked to give the library's chain bit for bit before anything is reported (the change
 fails loudly if the kernels' source moves away from what it replaces).
 """
@@ -52,8 +53,7 @@ def q_sweep_kernel():
     ns = dict(np=np, _next_float=_next_float, _next_int=_next_int,
               _sample_alias=kernels._sample_alias, _room=kernels._room,
               _sparse_prob=light._sparse_prob, BLOCK_ENTRIES=light.BLOCK_ENTRIES,
-              _alpha_tables=light._alpha_tables, _other_tables=light._other_tables,
-              _tables_of=light._tables_of)
+              _alpha_tables=light._alpha_tables, _other_tables=light._other_tables)
     exec(_with_stride(light._half_sweep, [
         ("def _half_sweep(tokens", "def _q_sweep(Q, tokens"),
         ("first = d_lo + ((d_lo + half) & 1)", "first = d_lo + ((half - d_lo) % Q)"),
@@ -79,15 +79,36 @@ def q_sweep_kernel():
         ("first = d_lo if half < 0 else d_lo + ((d_lo + half) & 1)",
          "first = d_lo if half < 0 else d_lo + ((half - d_lo) % Q)"),
     ]), ns)
-    ns["_q_sweep"] = njit(nogil=True)(ns["_q_sweep"])
-    ns["_q_lists"] = njit(nogil=True)(ns["_q_lists"])
-    exec(_with_stride(light._lightlda_sweep, [
-        ("def _lightlda_sweep(tokens", "def _q_lightlda(Q, tokens"),
-        ("for half in range(2):", "for half in range(Q):"),
-        ("_range_lists(tokens, doc_ptr, z, half,", "_q_lists(Q, tokens, doc_ptr, z, half,"),
-        ("_half_sweep(\n            tokens,", "_q_sweep(\n            Q, tokens,"),
-    ]), ns)
-    return njit(nogil=True)(ns["_q_lightlda"])
+    q_sweep, q_lists = njit(nogil=True)(ns["_q_sweep"]), njit(nogil=True)(ns["_q_lists"])
+    by_word, word_tables = light._by_word, light._word_tables
+    alpha_tables, other_tables = light._alpha_tables, light._other_tables
+
+    @njit(nogil=True)
+    def q_lightlda(Q, tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, mh_steps,
+                   symmetric, no_counts):
+        # the library's one-thread sweep (_sweep_with_lists) with Q parts for its 2 halves
+        n_topics, n_rows, n_docs = n_k.shape[0], n_wk.shape[0], doc_ptr.shape[0] - 1
+        a_sum, a_thr, a_alias, a_prob = alpha_tables(alpha, symmetric)
+        one_range = np.zeros(n_rows, dtype=np.int32)  # every word in range 0
+        n_accept, n_propose = 0, 0
+        for half in range(Q):
+            in_half, _, idx = q_lists(Q, tokens, doc_ptr, z, half, 0, n_docs, one_range, 1,
+                                      n_topics)
+            coef, b_thr, b_alias, b_prob, b_mass = other_tables(n_k - in_half, beta,
+                                                                n_words * beta)
+            word_ptr, by = by_word(idx, tokens, 0, n_rows)
+            w_start, w_mass, w_topic, w_thr, w_alias, w_prob = word_tables(
+                word_ptr, by, z, n_wk, coef)
+            state, acc, prop, _ = q_sweep(
+                Q, tokens, doc_ptr, z, n_wk, n_k, alpha, a_sum, beta, n_words, state,
+                mh_steps, symmetric, a_thr, a_alias, a_prob, b_thr, b_alias, b_prob, b_mass,
+                w_start, w_mass, w_topic, w_thr, w_alias, w_prob, half, 0, n_docs, 0, n_rows,
+                False, no_counts, np.zeros(0, dtype=np.int64))
+            n_accept += acc
+            n_propose += prop
+        return state, n_accept, n_propose
+
+    return q_lightlda
 
 
 def run(sweeps: dict, tokens, doc_ptr, n_words, n_topics, n_sweeps) -> dict:

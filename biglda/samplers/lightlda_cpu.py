@@ -233,14 +233,25 @@ def _halves_by_word(tokens, doc_ptr, n_rows):
     ``by_word_h[word_ptr_h[w]:word_ptr_h[w + 1]]``, ascending; int64, 8 bytes a token in
     all). They depend on the tokens alone.
     """
-    n_docs = doc_ptr.shape[0] - 1
-    one_range = np.zeros(n_rows, dtype=np.int32)  # every word in range 0
-    z0 = np.zeros(tokens.shape[0], dtype=np.uint16)  # (the lists' counts are not used)
-    _, _, idx0 = _range_lists(tokens, doc_ptr, z0, 0, 0, n_docs, one_range, 1, 1)
-    _, _, idx1 = _range_lists(tokens, doc_ptr, z0, 1, 0, n_docs, one_range, 1, 1)
-    ptr0, by0 = _by_word(idx0, tokens, 0, n_rows)
-    ptr1, by1 = _by_word(idx1, tokens, 0, n_rows)
+    ptr0, by0 = _by_word(_half_tokens(doc_ptr, 0), tokens, 0, n_rows)
+    ptr1, by1 = _by_word(_half_tokens(doc_ptr, 1), tokens, 0, n_rows)
     return ptr0, by0, ptr1, by1
+
+
+@njit(nogil=True, cache=True)
+def _half_tokens(doc_ptr, half):
+    """Return the tokens of the documents ``d % 2 == half``, ascending (int64)."""
+    n_docs = doc_ptr.shape[0] - 1
+    n = 0
+    for d in range(half, n_docs, 2):
+        n += doc_ptr[d + 1] - doc_ptr[d]
+    idx = np.empty(n, dtype=np.int64)
+    j = 0
+    for d in range(half, n_docs, 2):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            idx[j] = i
+            j += 1
+    return idx
 
 
 @njit(nogil=True, cache=True)
@@ -319,17 +330,6 @@ def _other_tables(n_k_other, beta, v_beta):
     _build_alias(beta_w, 0, n_topics, b_thr, b_alias, b_prob,
                  np.empty(n_topics, dtype=np.int64), np.empty(n_topics, dtype=np.int64))
     return coef, b_thr, b_alias, b_prob, b_mass
-
-
-@njit(nogil=True, cache=True)
-def _tables_of(idx, tokens, z, n_wk, coef, wlo, whi):
-    """:func:`_word_tables` of the rows ``n_wk[wlo:whi]`` without the tokens ``idx``.
-
-    ``idx``: the swept half's tokens of those words; the tables' row ``r`` is word
-    ``wlo + r``.
-    """
-    word_ptr, by_word = _by_word(idx, tokens, wlo, whi)
-    return _word_tables(word_ptr, by_word, z, n_wk[wlo:whi], coef)
 
 
 @njit(nogil=True, cache=True)
@@ -672,10 +672,10 @@ class LightLDASampler(Sampler):
         symmetric = bool(np.all(alpha == alpha[0]))
         _, n_accept, n_propose = _sweep_with_lists(
             tokens, doc_ptr, z, n_wk, n_k, alpha, beta, n_words, state, self.mh_steps,
-            symmetric, _no_doc_counts(doc_ptr), *self._by_word(tokens, doc_ptr, n_wk.shape[0]))
+            symmetric, _no_doc_counts(doc_ptr), *self._halves_lists(tokens, doc_ptr, n_wk.shape[0]))
         return n_accept / n_propose if n_propose else None
 
-    def _by_word(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int) -> tuple:
+    def _halves_lists(self, tokens: np.ndarray, doc_ptr: np.ndarray, n_rows: int) -> tuple:
         """Return the halves' tokens by word for a sweep on one thread (:func:`_halves_by_word`).
 
         Kept for the next sweep of the same tokens (12 bytes a token with the copy of the

@@ -36,10 +36,10 @@ def test_kept_lists_give_the_chain_of_lists_made_every_sweep():
                               light._no_doc_counts(doc_ptr))
         np.testing.assert_array_equal(z, z2)
         if it == 0:
-            kept = sampler._by_word(tokens, doc_ptr, v)
+            kept = sampler._halves_lists(tokens, doc_ptr, v)
     np.testing.assert_array_equal(n_wk, n_wk2)
     np.testing.assert_array_equal(n_k, n_k2)
-    assert sampler._by_word(tokens, doc_ptr, v) is kept  # made once, for the first sweep
+    assert sampler._halves_lists(tokens, doc_ptr, v) is kept  # made once, for the first sweep
     assert not np.array_equal(z, init_z(len(tokens), k, RandomKey(1, -1)))  # (it moved)
 
 
@@ -49,7 +49,7 @@ def test_tokens_changed_in_place_are_listed_anew():
     sampler = get_sampler("lightlda")
     z, n_wk, n_k = _state(tokens, doc_ptr, v, k)
     sampler.sweep(tokens, doc_ptr, z, n_wk, n_k, 0.1, 0.01, v, RandomKey(2, 0))
-    old = sampler._by_word(tokens, doc_ptr, v)
+    old = sampler._halves_lists(tokens, doc_ptr, v)
     # the same array, other words: its kept lists would group the tokens under old words
     tokens[:] = np.roll(tokens, 7)
     z, n_wk, n_k = _state(tokens, doc_ptr, v, k, seed=4)
@@ -62,4 +62,4 @@ def test_tokens_changed_in_place_are_listed_anew():
     want_wk, want_k = count_from_z(tokens, doc_ptr, z, v, k)  # the table is z's recount
     np.testing.assert_array_equal(n_wk, want_wk)
     np.testing.assert_array_equal(n_k, want_k)
-    assert sampler._by_word(tokens, doc_ptr, v) is not old  # (made anew for the new words)
+    assert sampler._halves_lists(tokens, doc_ptr, v) is not old  # (made anew for the new words)
