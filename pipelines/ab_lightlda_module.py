@@ -16,10 +16,14 @@ checkout's), so only ``lightlda_cpu.py`` differs between the two.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
+import shutil
 import statistics
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -38,7 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", type=int, default=3)
     ap.add_argument("--order", default="ab", choices=["ab", "ba"], help="who sweeps first")
     args = ap.parse_args(argv)
-    spec = importlib.util.spec_from_file_location("lightlda_a", args.a)
+    # A's module from a copy in a fresh folder: numba caches its kernels beside the file, and
+    # a second run that loaded them from there failed (their environment names a module
+    # that cannot be imported again); compiled afresh every run instead
+    copy = Path(tempfile.mkdtemp(prefix="ab_lightlda_")) / "lightlda_a.py"
+    shutil.copyfile(args.a, copy)
+    atexit.register(shutil.rmtree, copy.parent, True)
+    spec = importlib.util.spec_from_file_location("lightlda_a", copy)
     if spec is None or spec.loader is None:
         raise SystemExit(f"ab_lightlda_module: cannot load {args.a}")
     other = importlib.util.module_from_spec(spec)
