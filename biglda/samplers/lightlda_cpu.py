@@ -101,8 +101,10 @@ N_K_LAG, N_K_LAG_KEPT = 1, 2
 # order (biglda.samplers._prefetch): its n_wk and n_dk entries at its topic, and where its
 # word is another, that word's tables. A rare word's token (one a block) otherwise waited on
 # each of them from memory. The chain is the same; one thread on synth4m at K = 1,000 took
-# 0.475 and 0.458 CPU µs a token against 0.537-0.690 without (4 ahead; 2 and 8 gained less),
-# Debian K = 1,000 0.364 against 0.414 (pipelines/README.md, "Thirty-third session").
+# 0.535 and 0.475 CPU µs a token against 0.690 and 0.537 without (the n_wk entry and the
+# tables, 4 ahead; 2 and 8 gained less), and 0.475 and 0.458 against 0.487 and 0.492 with the
+# n_dk entry too; Debian K = 1,000 0.364 against 0.414 (pipelines/README.md, "Thirty-third
+# session").
 PREFETCH_AHEAD = 4
 # The tokens arrays whose halves' lists by word a sampler keeps for sweeps on one thread (the
 # trainer sweeps one array a process, or one a round: up to 4, as Layouts).
