@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from biglda.ps._kernels import add_coo, take_ids
+from biglda.ps.calls import call_all
 from biglda.ps.client import TableClient
 
 #: A cache maps global word ids to its rows with a table of every id up to its largest
@@ -64,6 +65,8 @@ class ShardCache:
         self.n_wk = np.zeros((len(self.vocab), self.n_topics), dtype=np.int32)
         self.n_k = np.zeros(self.n_topics, dtype=np.int64)
         self.received: list[np.ndarray | None] = [None] * (len(self.bounds) - 1)
+        # calls sent and not yet answered: (futures, what, whether they answer ``received``)
+        self._pending: list[tuple[list, str, bool]] = []
         self.bytes_pulled = 0
         self.bytes_pushed = 0
         self.members: tuple[int, ...] = ()  # other shards this cache reads for (ProcessCache)
@@ -143,12 +146,18 @@ class ShardCache:
         return out
 
     def push(self, tables: TableClient, clock: int, words: np.ndarray, topics: np.ndarray,
-             counts: np.ndarray, timeout: float, log: bool = True, advance: int | None = None
-             ) -> int:
+             counts: np.ndarray, timeout: float, log: bool = True, advance: int | None = None,
+             wait: bool = True) -> int:
         """Push this clock's delta (local word ids): one call per table shard; return bytes sent.
 
         ``advance``: also :meth:`advance` to that clock, in the same calls (logged pushes).
+        ``wait=False`` (with ``advance``): send the calls and return; their answers (and
+        ``received``) are taken by :meth:`settle`, which every later push, pull, advance or
+        attach calls first, so a table shard never gets this shard's next clock before this
+        one. (Processes taking turns: nothing reads the table during the clock, and the
+        driver's snapshot waits for the push: :meth:`TableClient.snapshots`.)
         """
+        self.settle(timeout)
         # (int32 local ids stay int32: no copy of the delta's ids to int64 and back)
         words = np.asarray(words)
         if words.dtype != np.int32:
@@ -164,10 +173,29 @@ class ShardCache:
         elif not log:
             raise AssertionError("an advance goes with a logged push")
         else:
-            self.received = list(tables.push_advance(self.shard, clock, parts, advance,
-                                                     timeout))
+            futs = tables.send_push_advance(self.shard, clock, parts, advance)
+            self._pending.append((futs, f"shard {self.shard}: push of clock {clock}, "
+                                        f"advance to {advance}", True))
+            if wait:
+                self.settle(timeout)
         self.bytes_pushed += sent
         return sent
+
+    def defer(self, futures: list, what: str) -> None:
+        """Keep the futures of calls sent for this cache: :meth:`settle` takes their answers."""
+        self._pending.append((futures, what, False))
+
+    def settle(self, timeout: float) -> None:
+        """Wait for the answers of the calls sent without waiting (``push(wait=False)``).
+
+        The push's answers are its advance's ``received``. A failed call raises here (a
+        :class:`biglda.errors.ClusterError` after ``timeout``), naming its clock.
+        """
+        pending, self._pending = self._pending, []
+        for futs, what, is_advance in pending:
+            answers = call_all(futs, timeout, what)
+            if is_advance:
+                self.received = list(answers)
 
     def push_counts(self, tables: TableClient, clock: int, n_wk_local: np.ndarray,
                     timeout: float) -> int:
@@ -178,6 +206,7 @@ class ShardCache:
 
     def attach(self, tables: TableClient, upto: int, timeout: float) -> int:
         """Fetch this shard's rows as of clock ``upto`` from every table shard; return bytes."""
+        self.settle(timeout)
         vocab_parts = [self.vocab[self.split[a]:self.split[a + 1]]
                        for a in range(len(self.bounds) - 1)]
         got = 0
@@ -193,6 +222,7 @@ class ShardCache:
 
     def refresh(self, tables: TableClient, upto: int, timeout: float) -> int:
         """Add other shards' deltas of clocks up to ``upto`` not received yet; return bytes."""
+        self.settle(timeout)
         got = 0
         have = [r for r in self.received if r is not None]
         if len(have) != len(self.received):
@@ -214,6 +244,7 @@ class ShardCache:
         posts, :mod:`biglda.ps.managed`): a pull would bring them again. Returns 0 (bytes
         pulled).
         """
+        self.settle(timeout)
         if any(r is None for r in self.received):
             raise AssertionError(f"shard {self.shard}: advance before attach")
         self.received = list(tables.advance(self.shard, upto, timeout))

@@ -17,6 +17,7 @@ spec) and works on any process of the cluster.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,9 +72,14 @@ class TableClient:
 
         ``log=False``: the initial recount (applied, not logged for pulls).
         """
-        futs = [actor.push(shard, clock, w, t, c, log=log)
+        call_all(self.send_push(shard, clock, parts, log), timeout,
+                 f"shard {shard}: push of clock {clock}")
+
+    def send_push(self, shard: int, clock: int, parts: Sequence[tuple[np.ndarray, ...]],
+                  log: bool = True) -> list[Any]:
+        """:meth:`push`'s calls, sent; their futures (:func:`~biglda.ps.calls.call_all`)."""
+        return [actor.push(shard, clock, w, t, c, log=log)
                 for actor, (w, t, c) in zip(self.actors, parts, strict=True)]
-        call_all(futs, timeout, f"shard {shard}: push of clock {clock}")
 
     def push_advance(self, shard: int, clock: int, parts: Sequence[tuple[np.ndarray, ...]],
                      upto: int, timeout: float) -> list[np.ndarray]:
@@ -82,10 +88,14 @@ class TableClient:
         (:meth:`biglda.ps.table.TableShard.push_advance`.) Returns ``received`` per table
         shard.
         """
-        futs = [actor.push_advance(shard, clock, w, t, c, int(upto))
+        return call_all(self.send_push_advance(shard, clock, parts, upto), timeout,
+                        f"shard {shard}: push of clock {clock}, advance to {upto}")
+
+    def send_push_advance(self, shard: int, clock: int,
+                          parts: Sequence[tuple[np.ndarray, ...]], upto: int) -> list[Any]:
+        """:meth:`push_advance`'s calls, sent; their futures (each answers ``received``)."""
+        return [actor.push_advance(shard, clock, w, t, c, int(upto))
                 for actor, (w, t, c) in zip(self.actors, parts, strict=True)]
-        return call_all(futs, timeout, f"shard {shard}: push of clock {clock}, advance to "
-                                       f"{upto}")
 
     def push_to(self, part: int, shard: int, clock: int, words: np.ndarray,
                 topics: np.ndarray, counts: np.ndarray, timeout: float, log: bool = True
@@ -196,10 +206,27 @@ class TableClient:
                   ) -> list[tuple[float, np.ndarray] | None]:
         """Return each table shard's ``(row_ll, n_k part)`` after every push of ``clock``.
 
-        As of the moment every push of ``clock`` had arrived; None where there is none.
+        As of the moment every push of ``clock`` had arrived; None where there is none
+        within ``timeout``. A process may tick a clock before its push has arrived (its
+        push's answer waits to the next clock's: :meth:`biglda.ps.ShardCache.settle`), so a
+        missing snapshot is asked for again, from the table shards that had none, every few
+        ms (``check`` between the asks).
         """
-        return call_all([a.snapshot(clock) for a in self.actors], timeout, "log-lik",
-                        check=check)
+        deadline = time.monotonic() + timeout
+        got: list[tuple[float, np.ndarray] | None] = [None] * len(self.actors)
+        pause = 0.001
+        while True:
+            missing = [i for i, g in enumerate(got) if g is None]
+            answers = call_all([self.actors[i].snapshot(clock) for i in missing],
+                               max(0.001, deadline - time.monotonic()), "log-lik", check=check)
+            for i, answer in zip(missing, answers, strict=True):
+                got[i] = answer
+            if all(g is not None for g in got) or time.monotonic() + pause > deadline:
+                return got
+            if check is not None:
+                check()
+            time.sleep(pause)
+            pause = min(2 * pause, 0.02)
 
     def top_words(self, n: int, timeout: float) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each table shard's ``n`` largest rows per topic: ``(global word ids, counts)``."""

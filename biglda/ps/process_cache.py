@@ -19,6 +19,7 @@ import numpy as np
 
 from biglda.ps._kernels import add_coo, sum_sorted
 from biglda.ps.cache import ShardCache
+from biglda.ps.calls import call_all
 from biglda.ps.client import TableClient
 
 _EMPTY = np.zeros(0, dtype=np.int32)
@@ -51,24 +52,34 @@ class ProcessCache(ShardCache):
 
     def push_all(self, tables: TableClient, clock: int,
                  deltas: Sequence[tuple[np.ndarray, ...]], timeout: float,
-                 advance: int | None = None) -> int:
+                 advance: int | None = None, wait: bool = True) -> int:
         """Push the process's delta of ``clock`` under the lead; return bytes sent.
 
         The delta is the sum of ``deltas`` (local ids); every other shard pushes an empty one.
-        ``advance``: the lead's push also advances it to that clock (:meth:`ShardCache.push`).
+        ``advance``: the lead's push also advances it to that clock (:meth:`ShardCache.push`);
+        ``wait=False`` with it: the lead's calls and the members' are all sent, and answered
+        at :meth:`ShardCache.settle`.
         """
         parts = [d for d in deltas if len(d[0])]
         if len(parts) == 1:
             words, topics, counts = parts[0][:3]
         else:  # each sweep's delta is sorted and unique (the sampler contract): merge them
             words, topics, counts = sum_sorted(parts)
-        sent = self.push(tables, clock, words, topics, counts, timeout, advance=advance)
-        self.push_members(tables, clock, timeout)
+        sent = self.push(tables, clock, words, topics, counts, timeout, advance=advance,
+                         wait=wait or advance is None)
+        self.push_members(tables, clock, timeout, wait=wait or advance is None)
         return sent
 
     def push_members(self, tables: TableClient, clock: int, timeout: float,
-                     log: bool = True) -> None:
-        """Push the other shards' (empty) deltas of ``clock``: their clocks advance on the table."""
+                     log: bool = True, wait: bool = True) -> None:
+        """Push the other shards' (empty) deltas of ``clock``: their clocks advance on the table.
+
+        All at once; ``wait=False``: answered at :meth:`ShardCache.settle`.
+        """
         empty = [(_EMPTY, _EMPTY, _EMPTY)] * tables.n_parts
-        for m in self.members:
-            tables.push(m, clock, empty, timeout, log=log)
+        futs = [f for m in self.members for f in tables.send_push(m, clock, empty, log=log)]
+        what = f"shards {self.shard}..: the members' pushes of clock {clock}"
+        if wait:
+            call_all(futs, timeout, what)
+        else:
+            self.defer(futs, what)

@@ -280,8 +280,10 @@ def _bookkeep(run: Run, st: RunState, at: _Attempt, stats: dict[int, ShardClockS
 
     cfg, c, corpus = run.cfg, at.c, run.corpus
     word = at.ps.tables.snapshots(c, cfg.call_timeout, check=watch)
-    if any(w is None for w in word):
-        raise AssertionError(f"table shards have no snapshot of clock {c}: ticks follow pushes")
+    if any(w is None for w in word):  # (a process ticks before its push is answered)
+        raise ClusterError(f"table shards {[i for i, w in enumerate(word) if w is None]} "
+                           f"had not every push of clock {c} within {cfg.call_timeout:g} s "
+                           f"of its ticks")
     n_k = sum(w[1] for w in word)
     ll = (sum(r["doc_ll"] for r in stats.values()) + sum(w[0] for w in word)
           + word_loglik_topics(n_k, cfg.beta, corpus.n_words))

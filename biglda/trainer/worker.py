@@ -435,6 +435,7 @@ def run_group(spec: GroupSpec) -> dict[int, np.ndarray]:
             else:
                 spec.ps.clock.tick_many(clock + 1, done, spec.cfg.call_timeout)
             clock += 1
+    proc.cache.settle(spec.cfg.call_timeout)  # (the last push's answers)
     _final_checkpoint(spec, proc, clock)
     return {st.index: st.z for st in proc.shards}
 
@@ -777,11 +778,14 @@ def _sweep_clock(spec: GroupSpec, proc: _ProcessState, samplers: list[Any], pool
     lls = PartQueue(len(runs), run_ll)
     futs = [pool.submit(lls.drain) for _ in range(max(1, proc.n_threads - 1))]
     # processes taking turns: the push also advances to c - 2, which every process had pushed
-    # when this clock was admitted (a pull would bring nothing: the posts brought every move)
+    # when this clock was admitted (a pull would bring nothing: the posts brought every move).
+    # Its answers are waited for at the next clock's push (or the task's end), not here:
+    # nothing reads the table before then but the driver's snapshot, which waits for it
     advance = clock - 2 if proc.windows and clock - 2 >= spec.start_clock else None
     pushed = cache.push_all(spec.ps.tables, clock,
                             [(r.delta_words, r.delta_topics, r.delta_counts, r.delta_k)
-                             for r, _ in results], cfg.call_timeout, advance=advance)
+                             for r, _ in results], cfg.call_timeout, advance=advance,
+                            wait=advance is None)
     t_push = time.time()
     lls.drain()
     for fut in futs:
