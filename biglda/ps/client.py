@@ -210,9 +210,10 @@ class TableClient:
         within ``timeout``. A process may tick a clock before its push has arrived (its
         push's answer waits to the next clock's: :meth:`biglda.ps.ShardCache.settle`), so a
         missing snapshot is asked for again, from the table shards that had none, every few
-        ms (``check`` between the asks).
+        ms (``check`` once a second between the asks, as :func:`~biglda.ps.calls.call`).
         """
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline, checked = start + timeout, start
         got: list[tuple[float, np.ndarray] | None] = [None] * len(self.actors)
         pause = 0.001
         while True:
@@ -221,10 +222,12 @@ class TableClient:
                                max(0.001, deadline - time.monotonic()), "log-lik", check=check)
             for i, answer in zip(missing, answers, strict=True):
                 got[i] = answer
-            if all(g is not None for g in got) or time.monotonic() + pause > deadline:
+            now = time.monotonic()
+            if all(g is not None for g in got) or now + pause > deadline:
                 return got
-            if check is not None:
+            if check is not None and now - checked >= 1.0:
                 check()
+                checked = now
             time.sleep(pause)
             pause = min(2 * pause, 0.02)
 
