@@ -32,7 +32,8 @@ def test_replay_of_a_slow_last_step_in_each_process(timeline):
 def test_report_of_hand_made_logs(timeline):
     """Two processes, 3 clocks of 2 steps (m = 1), every step 1 s; before a clock's first
     step a gap of 0.5 s, before the other 0.1 s. After clock 1 the sweeps are 4 of the
-    processes' 5.2 s (76.9%), the first steps' gaps 1.0 s (19.2%), the others' 0.2 s."""
+    processes' 5.2 s (76.9%), the first steps' gaps 1.0 s (19.2%), the others' 0.2 s; a
+    clock's records end with its last step, so its first-step gap is all the tick's."""
     def log(offset):
         recs, t = [], offset
         for c in range(3):
@@ -50,6 +51,11 @@ def test_report_of_hand_made_logs(timeline):
     assert lines[3].startswith("  1: 0.500+1.000 0.100+1.000 | 0.500+1.000 0.100+1.000")
     assert ("after clock 1: the sweeps 76.9% of the processes' time; the gaps at a clock's "
             "first step 19.2% (median 0.500 s), at the others 3.8% (median 0.100 s)") in lines
-    assert "the push: median 0.020 s" in lines[-2]
+    assert "the push: median 0.020 s" in lines[-3]
+    # the first steps' gaps are the tick's: each clock ends with its last step, and its first
+    # step starts with it
+    assert lines[-2] == ("a clock's first-step gap, medians: after the last step (LL, push, "
+                         "stats) 0.000 s, the tick 0.500 s, the next clock to its first step "
+                         "(folds, totals) 0.000 s")
     with pytest.raises(SystemExit, match="fewer than two"):
         timeline.summary([log(0.0)], 1, 1)
